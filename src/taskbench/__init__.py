@@ -1,0 +1,1 @@
+"""taskbench: measure and audit FastAPI background-task backends."""

@@ -1,0 +1,5 @@
+"""``python -m taskbench``: the same CLI as the ``taskbench`` script."""
+
+from taskbench.cli import app
+
+app()

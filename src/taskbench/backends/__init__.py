@@ -1,0 +1,137 @@
+"""Backend registry: a backend's name maps to its module and the extra that installs it.
+
+The harness runs in its own environment and never imports a backend's library; what it must know of
+a backend (durability, worker processes, delivery guarantee, brokers, keys it creates) is here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from taskbench.backends.base import Backend
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendInfo:
+    """What the harness knows of a backend without importing its library."""
+
+    name: str
+    summary: str
+    #: a 2xx from the API means a broker holds the task (it survives the API process)
+    durable: bool = True
+    #: tasks run in separate worker processes
+    has_worker: bool = True
+    #: the library re-runs a task whose worker died mid-task (at-least-once delivery)
+    redelivers: bool = False
+    #: brokers the backend can use; the first is the default
+    brokers: tuple[str, ...] = ("redis",)
+    #: Redis key patterns outside the run prefix that the library creates; ``{run_id}`` is filled
+    key_patterns: tuple[str, ...] = ()
+
+    @property
+    def module(self) -> str:
+        return f"taskbench.backends.{self.name}"
+
+    @property
+    def extra(self) -> str:
+        return self.name
+
+    @property
+    def implemented(self) -> bool:
+        return _module_exists(self.module)
+
+    def owned_key_patterns(self, run_id: str) -> list[str]:
+        return [p.format(run_id=run_id) for p in self.key_patterns]
+
+
+REGISTRY: Final[dict[str, BackendInfo]] = {
+    info.name: info
+    for info in (
+        BackendInfo(
+            name="background",
+            summary="FastAPI BackgroundTasks: runs in the API process after the response, no queue",
+            durable=False,
+            has_worker=False,
+        ),
+        BackendInfo(
+            name="arq",
+            summary="ARQ: asyncio worker polling a Redis sorted set, msgpack serialization",
+            redelivers=True,
+            key_patterns=("arq:*:{run_id}:*",),
+        ),
+        BackendInfo(
+            name="saq",
+            summary="SAQ: asyncio worker on Redis lists (BLMOVE), JSON, sweeps and retries stuck jobs",
+            redelivers=True,
+            key_patterns=("saq:taskbench:{run_id}:*", "saq:job:taskbench:{run_id}:*", "saq:abort:{run_id}:*"),
+        ),
+        BackendInfo(
+            name="faststream",
+            summary="FastStream: competing consumers (Redis stream group, RabbitMQ queue, NATS JetStream)",
+            brokers=("redis", "rabbitmq", "nats"),
+        ),
+        BackendInfo(
+            name="celery",
+            summary="Celery: prefork worker with late acks, coroutines on one loop per process",
+            brokers=("redis", "rabbitmq"),
+        ),
+        BackendInfo(
+            name="taskiq",
+            summary="Taskiq: async worker on a Redis stream broker (or RabbitMQ)",
+            brokers=("redis", "rabbitmq"),
+        ),
+        BackendInfo(
+            name="dramatiq",
+            summary="Dramatiq: Redis broker, AsyncIO middleware, acks after the actor finishes",
+        ),
+        BackendInfo(
+            name="streaq",
+            summary="streaq: asyncio worker on a Redis stream consumer group, JSON, idle tasks reclaimed",
+            redelivers=True,
+            key_patterns=("streaq:taskbench:{run_id}:*",),
+        ),
+    )
+}
+
+
+@cache
+def _module_exists(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+class UnknownBackendError(ValueError):
+    pass
+
+
+def info(name: str) -> BackendInfo:
+    """The registry entry of an implemented backend; anything else is an UnknownBackendError."""
+    meta = REGISTRY.get(name)
+    if meta is None or not meta.implemented:
+        known = ", ".join(available())
+        planned = " (planned, not implemented yet)" if meta is not None else ""
+        raise UnknownBackendError(f"unknown backend {name!r}{planned}; known: {known}")
+    return meta
+
+
+def available() -> list[str]:
+    """Backends whose module exists, in registry order (what ``--backends all`` runs)."""
+    return [name for name, meta in REGISTRY.items() if meta.implemented]
+
+
+def load(name: str) -> Backend:
+    """Import a backend's module; a missing library gives an install hint, not a traceback."""
+    meta = info(name)
+    try:
+        module = importlib.import_module(meta.module)
+    except ImportError as exc:
+        raise ImportError(
+            f"backend {name!r} needs its extra: pip install 'taskbench[{meta.extra}]' "
+            f"(the harness builds it for you with `taskbench run --backends {name}`): {exc}"
+        ) from exc
+    backend: Backend = module.backend
+    return backend

@@ -1,0 +1,120 @@
+"""ARQ: producer enqueues into a Redis sorted set; a separate arq Worker runs the tasks.
+
+Wiring, following arq's documentation:
+- msgpack job serialization on both sides (arq's default is pickle);
+- the task id becomes arq's ``_job_id``, which arq uses to refuse a second enqueue of the same job;
+- ``keep_result=0``: results are not stored, the ledger records executions;
+- SIGTERM stops picking jobs and waits up to ``shutdown_timeout`` for running ones
+  (``job_completion_wait``); a job whose worker dies is retried once its in-progress key expires
+  (``job_timeout`` = ``task_timeout``), up to ``max_tries``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+from arq import Worker, create_pool
+from arq.connections import ArqRedis, RedisSettings
+
+from taskbench.backends.base import ServiceContext, WorkerContext
+from taskbench.messages import TaskMessage
+
+if TYPE_CHECKING:
+    from fastapi import BackgroundTasks
+
+    from taskbench.settings import Settings
+
+FUNCTION = "taskbench_execute"
+
+_serialize = msgpack.packb
+_deserialize = functools.partial(msgpack.unpackb, raw=False)
+
+
+def queue_name(settings: Settings) -> str:
+    return f"{settings.prefix}arq:queue"
+
+
+def _job_id(settings: Settings, task_id: str) -> str:
+    return f"{settings.run_id}:{task_id}"
+
+
+async def _open_pool(settings: Settings) -> ArqRedis:
+    return await create_pool(
+        RedisSettings.from_dsn(settings.redis_url),
+        job_serializer=_serialize,
+        job_deserializer=_deserialize,
+        default_queue_name=queue_name(settings),
+    )
+
+
+class _Producer:
+    def __init__(self, pool: ArqRedis, settings: Settings) -> None:
+        self._pool = pool
+        self._settings = settings
+
+    async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
+        # None means a job with this id is already queued: the task is held either way.
+        await self._pool.enqueue_job(
+            FUNCTION, task.to_dict(), _job_id=_job_id(self._settings, task.task_id)
+        )
+
+
+async def _execute(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    await ctx["taskbench_execute"](TaskMessage.from_dict(payload))
+
+
+class ArqBackend:
+    @asynccontextmanager
+    async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
+        pool = await _open_pool(ctx.settings)
+        try:
+            yield _Producer(pool, ctx.settings)
+        finally:
+            await pool.aclose()
+
+    async def run_worker(self, ctx: WorkerContext) -> None:
+        import asyncio
+
+        settings = ctx.settings
+
+        async def on_startup(_: dict[str, Any]) -> None:
+            await ctx.ready()
+
+        worker = Worker(
+            functions=[_execute_function()],
+            queue_name=queue_name(settings),
+            redis_settings=RedisSettings.from_dsn(settings.redis_url),
+            on_startup=on_startup,
+            max_jobs=settings.concurrency,
+            job_timeout=settings.task_timeout,
+            keep_result=0,
+            handle_signals=True,
+            job_completion_wait=max(1, round(settings.shutdown_timeout)),
+            job_serializer=_serialize,
+            job_deserializer=_deserialize,
+            ctx={"taskbench_execute": ctx.execute},
+            log_results=False,
+        )
+        try:
+            await worker.async_run()
+        except asyncio.CancelledError:
+            pass  # arq cancels its main task on SIGTERM once running jobs are done
+        finally:
+            await worker.close()
+
+
+    async def purge(self, settings: Settings) -> None:
+        pass  # Redis only: the harness deletes the run's keys
+
+
+def _execute_function() -> Any:
+    from arq.worker import func
+
+    return func(_execute, name=FUNCTION)
+
+
+backend = ArqBackend()

@@ -1,0 +1,65 @@
+"""The one seam every backend implements: a producer in the API, a worker loop in its own process."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from fastapi import BackgroundTasks
+
+    from taskbench.messages import TaskMessage
+    from taskbench.settings import Settings
+    from taskbench.workloads import Workloads
+
+Execute = Callable[["TaskMessage"], Awaitable[None]]
+
+
+class Producer(Protocol):
+    """Puts one task where a worker will find it."""
+
+    async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
+        """Return once the backend holds the task.
+
+        ``later`` is the request's FastAPI BackgroundTasks: only the in-process backend uses it.
+        """
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceContext:
+    """What a producer gets from the API process."""
+
+    settings: Settings
+    workloads: Workloads  # the in-process backend runs tasks here
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerContext:
+    """What a worker loop gets from its process."""
+
+    settings: Settings
+    execute: Execute  # runs the workload and writes the ledger
+    ready: Callable[[], Awaitable[None]]  # call once the worker can take tasks
+
+
+class Backend(Protocol):
+    """A background-task library, wired the way its documentation recommends.
+
+    A backend is one module in ``taskbench.backends`` exposing ``backend``; nothing outside that
+    module imports the library. What the harness must know without importing the library
+    (durability, whether it has workers, the keys it creates) is in ``taskbench.backends.REGISTRY``.
+    """
+
+    def producer(self, ctx: ServiceContext) -> AbstractAsyncContextManager[Producer]:
+        """Open the producer for the API process's lifetime."""
+
+    async def run_worker(self, ctx: WorkerContext) -> None:
+        """Consume tasks until SIGTERM/SIGINT, then finish or return in-flight tasks and return."""
+
+    async def purge(self, settings: Settings) -> None:
+        """Delete what this run created on a broker other than Redis (queues, streams, subjects).
+
+        Redis keys are deleted by the harness (the run prefix and the registry's key patterns).
+        """

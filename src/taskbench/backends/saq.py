@@ -1,0 +1,255 @@
+"""SAQ: producer pushes job ids onto a Redis list; a separate SAQ Worker moves them to an active list.
+
+Wiring, following SAQ's documentation and its source (saq 0.26):
+- the queue is named ``<run prefix>saq``; every job key is ``<run_id>:<task id>`` and is given
+  explicitly, so a second enqueue of a task that is still queued or running is refused
+  (SAQ's enqueue script checks the queue's ``incomplete`` set) and abort markers, which SAQ keys by
+  job key alone (``saq:abort:<key>``), stay inside the run;
+- JSON serialization: SAQ's default ``dump``/``load`` are ``json.dumps``/``json.loads``; they are
+  passed explicitly so that the choice is visible here;
+- at-least-once: ``retries`` (SAQ counts the first attempt) lets a job run again, ``timeout`` and
+  ``heartbeat`` are ``task_timeout``, and the sweep runs every ``task_timeout / 4`` seconds, so the job
+  of a SIGKILLed worker is found stuck, aborted and re-queued (SAQ's defaults are timeout=10 s,
+  heartbeat off, retries=1 and a 60 s sweep: such a job ends ``aborted`` and never runs again);
+- ``ttl=-1``: a finished job's record is deleted at once, the ledger records executions;
+- SIGTERM: SAQ's worker installs its own SIGINT/SIGTERM handlers, stops dequeuing (each slot blocks
+  at most ``dequeue_timeout`` = 1 s in BLMOVE), waits up to ``shutdown_timeout`` for running jobs
+  (``shutdown_grace_period_s``), then cancels what is left, which SAQ puts back on the queue.
+
+Two SAQ behaviours are adjusted in small subclasses, see ``_Queue.sweep`` and ``_Worker.upkeep``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from redis import asyncio as aioredis
+from saq import Worker
+from saq.job import Status
+from saq.queue.redis import RedisQueue
+
+from taskbench.backends.base import ServiceContext, WorkerContext
+from taskbench.messages import TaskMessage
+
+if TYPE_CHECKING:
+    from fastapi import BackgroundTasks
+
+    from taskbench.settings import Settings
+
+log = logging.getLogger("taskbench.backends.saq")
+
+FUNCTION = "taskbench_execute"
+#: attempts in all (SAQ counts the first one): survives two dead workers in a row
+RETRIES = 3
+#: seconds a worker slot blocks in BLMOVE before it checks whether it should stop
+DEQUEUE_TIMEOUT = 1.0
+
+
+def queue_name(settings: Settings) -> str:
+    return f"{settings.prefix}saq"
+
+
+def job_key(settings: Settings, task_id: str) -> str:
+    return f"{settings.run_id}:{task_id}"
+
+
+def _seconds(value: float) -> int:
+    """SAQ's job timeout and heartbeat are whole seconds."""
+    return max(1, math.ceil(value))
+
+
+def sweep_interval(settings: Settings) -> int:
+    """How often a worker looks for stuck jobs: a quarter of the task timeout, 1 to 60 s."""
+    return min(60, max(1, int(settings.task_timeout // 4)))
+
+
+def _client(settings: Settings, connections: int) -> aioredis.Redis:
+    # A blocking pool: under a burst a call waits for a connection instead of failing.
+    pool = aioredis.BlockingConnectionPool.from_url(
+        settings.broker_address, max_connections=connections, timeout=30
+    )
+    return aioredis.Redis(connection_pool=pool)
+
+
+class _Queue(RedisQueue):  # type: ignore[misc,unused-ignore]
+    """SAQ's Redis queue with a sweep that cannot duplicate or drop a job that has just started.
+
+    A worker takes a job in two steps: BLMOVE moves its id from ``queued`` to ``active``, then the
+    worker writes the job with status ``active``. SAQ's sweep treats any job in ``active`` whose
+    status is not ``active`` as abandoned and aborts and re-queues it, so a sweep that lands between
+    the two steps sweeps a job that is about to run (tobymao/saq#277, #124): the job then runs twice,
+    or, with ``ttl=-1``, is aborted while running and lost. Here such a job is swept only if a later
+    sweep of this process finds it unchanged, and a swept job that finished while the sweep waited
+    for it is not re-queued. Stuck ``active`` jobs (timeout or heartbeat passed) are swept at once,
+    as in SAQ.
+    """
+
+    _cleanup_script: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._not_started: dict[bytes, bytes] = {}
+
+    async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
+        if not self._cleanup_script:
+            # SAQ's own script: one worker per ``lock`` seconds reads the active jobs.
+            self._cleanup_script = self.redis.register_script(
+                """
+                local id_jobs = {}
+                if redis.call('EXISTS', KEYS[1]) == 0 then
+                    redis.call('SETEX', KEYS[1], ARGV[1], 1)
+                    for i, v in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+                        id_jobs[i] = {v, redis.call('GET', v)}
+                    end
+                end
+                return id_jobs
+                """
+            )
+        id_jobs = await self._cleanup_script(
+            keys=[self._sweep, self._active], args=[lock], client=self.redis
+        )
+        seen, self._not_started = self._not_started, {}
+        swept: list[bytes] = []
+        for job_id, job_bytes in id_jobs:
+            job = self.deserialize(job_bytes)
+            if job is None:  # record gone: SAQ's cleanup
+                swept.append(job_id)
+                async with self.redis.pipeline(transaction=True) as pipe:
+                    await pipe.lrem(self._active, 0, job_id).zrem(self._incomplete, job_id).execute()
+                continue
+            if job.status in (Status.ACTIVE, Status.ABORTING):
+                if not job.stuck:
+                    continue
+            elif seen.get(job_id) != job_bytes:
+                self._not_started[job_id] = job_bytes  # maybe between BLMOVE and the status write
+                continue
+            swept.append(job_id)
+            log.warning("sweeping %s (status %s, attempts %d)", job.key, job.status, job.attempts)
+            await self.abort(job, error=self.swept_error_message)
+            try:
+                await job.refresh(abort)
+            except TimeoutError:
+                pass  # nobody finished it: its worker is gone
+            except RuntimeError:
+                continue  # finished meanwhile and its record deleted (ttl=-1)
+            if job.status in (Status.COMPLETE, Status.FAILED):
+                continue
+            if job.retryable:
+                await self.retry(job, error=self.swept_error_message)
+            else:
+                await self.finish(job, Status.ABORTED, error=self.swept_error_message)
+        return [job_id.decode() for job_id in swept]
+
+
+class _Worker(Worker):  # type: ignore[misc,unused-ignore]
+    """SAQ's worker whose upkeep loops stop as soon as the worker stops.
+
+    SAQ's upkeep loops sleep with ``asyncio.sleep`` (the sweep for its whole interval), and
+    ``Worker.stop`` waits for them with the running jobs: every SIGTERM would take the whole grace
+    period and then cancel. Here they wait on the stop event instead.
+    """
+
+    async def upkeep(self) -> list[asyncio.Task[None]]:
+        async def poll(func: Callable[[int], Awaitable[Any]], every: int, arg: int | None = None) -> None:
+            while not self.event.is_set():
+                try:
+                    await func(arg or every)
+                except Exception:
+                    if self.event.is_set():
+                        return
+                    log.exception("SAQ upkeep task failed")
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(every):
+                        await self.event.wait()
+
+        timers = self.timers
+        loops: list[Coroutine[Any, Any, None]] = [
+            poll(self.abort, timers["abort"]),
+            poll(self.schedule, timers["schedule"]),
+            poll(self.queue.sweep, timers["sweep"]),
+            poll(self.worker_info, timers["worker_info"], timers["worker_info"] + 1),
+        ]
+        return [asyncio.create_task(loop) for loop in loops]
+
+
+class _Producer:
+    def __init__(self, queue: _Queue, settings: Settings) -> None:
+        self._queue = queue
+        self._settings = settings
+        self._timeout = _seconds(settings.task_timeout)
+
+    async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
+        # None means a job with this key is still queued or running: the task is held either way.
+        await self._queue.enqueue(
+            FUNCTION,
+            key=job_key(self._settings, task.task_id),
+            timeout=self._timeout,
+            heartbeat=self._timeout,
+            retries=RETRIES,
+            ttl=-1,
+            payload=task.to_dict(),
+        )
+
+
+def _queue(settings: Settings, connections: int, max_ops: int = 20) -> _Queue:
+    return _Queue(
+        _client(settings, connections),
+        name=queue_name(settings),
+        dump=json.dumps,
+        load=json.loads,
+        max_concurrent_ops=max_ops,
+    )
+
+
+class SaqBackend:
+    @asynccontextmanager
+    async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
+        connections = ctx.settings.redis_max_connections
+        # SAQ throttles enqueue calls to 20 at once by default; our pool already bounds them.
+        queue = _queue(ctx.settings, connections, max_ops=connections)
+        await queue.connect()
+        try:
+            yield _Producer(queue, ctx.settings)
+        finally:
+            await queue.disconnect()
+
+    async def run_worker(self, ctx: WorkerContext) -> None:
+        settings = ctx.settings
+        # each slot holds a connection while it blocks in BLMOVE, plus room for job updates
+        queue = _queue(settings, settings.concurrency + settings.redis_max_connections)
+        execute = ctx.execute
+
+        async def run(_: dict[str, Any], *, payload: dict[str, Any]) -> None:
+            await execute(TaskMessage.from_dict(payload))
+
+        async def startup(_: dict[str, Any]) -> None:
+            await ctx.ready()
+
+        worker = _Worker(
+            queue,
+            functions=[(FUNCTION, run)],
+            concurrency=settings.concurrency,
+            startup=startup,
+            timers={"sweep": sweep_interval(settings)},
+            dequeue_timeout=DEQUEUE_TIMEOUT,
+            shutdown_grace_period_s=settings.shutdown_timeout,
+            cancellation_hard_deadline_s=1.0,
+        )
+        await queue.connect()
+        try:
+            await worker.start()  # returns after SIGTERM/SIGINT, once stopped
+        finally:
+            await queue.disconnect()
+
+    async def purge(self, settings: Settings) -> None:
+        pass  # Redis only: the harness deletes the run's keys
+
+
+backend = SaqBackend()

@@ -1,0 +1,86 @@
+"""One drain measurement, run inside a backend's environment (``taskbench drain-case``).
+
+Enqueue N no-op tasks straight through the backend's producer (no HTTP), then start one worker
+process and time how long it takes to execute them all. With the ledger off, the worker counts
+executions in memory and flushes the count in batches, so the difference between the two runs is
+the ledger's own cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from taskbench import backends
+from taskbench.backends.base import ServiceContext
+from taskbench.harness.processes import Managed
+from taskbench.ledger import Ledger
+from taskbench.messages import NOOP, TaskMessage
+from taskbench.settings import Settings
+from taskbench.worker import ready_key
+from taskbench.workloads import Workloads
+
+
+async def _enqueue(settings: Settings, tasks: int, parallel: int) -> float:
+    from fastapi import BackgroundTasks
+
+    backend = backends.load(settings.backend)
+    later = BackgroundTasks()
+    async with Workloads(settings) as workloads:
+        ctx = ServiceContext(settings=settings, workloads=workloads)
+        async with backend.producer(ctx) as producer:
+            sem = asyncio.Semaphore(parallel)
+
+            async def one(i: int) -> None:
+                async with sem:
+                    task = TaskMessage(task_id=f"d{i}", workload=NOOP, value=1, enqueued_at=time.time())
+                    await producer.enqueue(task, later)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(tasks)))
+            return time.perf_counter() - started
+
+
+def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.0) -> dict[str, Any]:
+    import redis
+
+    enqueue_s = asyncio.run(_enqueue(settings, tasks, parallel=64))
+    client = redis.Redis.from_url(settings.redis_url)
+    ledger = Ledger(settings.prefix)
+
+    def done() -> int:
+        if settings.ledger:
+            return ledger.executed_count(client)
+        return int(client.get(f"{settings.prefix}done") or 0)
+
+    worker = Managed(name="worker", argv=[sys.executable, "-m", "taskbench", "worker"],
+                     log_path=log_dir / f"drain-{settings.backend}-{'ledger' if settings.ledger else 'noledger'}.log")
+    worker.start(os.environ)
+    try:
+        deadline = time.monotonic() + 60
+        while not client.hlen(ready_key(settings)):
+            if not worker.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start: {worker.tail()}")
+            time.sleep(0.005)
+        started = time.perf_counter()
+        deadline = time.monotonic() + timeout
+        while (count := done()) < tasks and time.monotonic() < deadline and worker.alive():
+            time.sleep(0.005)
+        drain_s = time.perf_counter() - started
+    finally:
+        worker.stop(timeout=settings.shutdown_timeout + 5)
+        client.close()
+    return {
+        "backend": settings.backend,
+        "ledger": settings.ledger,
+        "tasks": tasks,
+        "executed": count,
+        "enqueue_s": enqueue_s,
+        "enqueue_per_s": tasks / enqueue_s,
+        "drain_s": drain_s,
+        "drain_per_s": count / drain_s if drain_s else None,
+    }

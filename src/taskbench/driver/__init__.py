@@ -1,0 +1,19 @@
+"""taskbench.driver: a lean asyncio HTTP/1.1 load generator for loopback targets.
+
+Built on asyncio Protocols and uvloop with pre-encoded requests and minimal
+response parsing, so that the driver is not the bottleneck of a benchmark.
+"""
+
+from taskbench.driver.histogram import Histogram
+from taskbench.driver.result import LoadResult
+from taskbench.driver.runner import run_load, run_load_async
+from taskbench.driver.spec import LoadSpec, RequestTemplate
+
+__all__ = [
+    "Histogram",
+    "LoadResult",
+    "LoadSpec",
+    "RequestTemplate",
+    "run_load",
+    "run_load_async",
+]

@@ -1,0 +1,311 @@
+"""Per-process load engine: closed, ramp and open models over :class:`Conn` links.
+
+The hot path is callback-driven: a response arriving in ``Conn.data_received``
+calls :meth:`Engine.on_response`, which records it and writes the next request
+on the same connection, with no task switch, future or timer per request.
+Coroutines are only used for connecting (rare) and for the run's lifecycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import string
+import time
+from collections import deque
+from time import perf_counter
+
+from taskbench.driver.conn import Conn
+from taskbench.driver.histogram import Histogram
+from taskbench.driver.result import LoadResult
+from taskbench.driver.spec import LoadSpec, RequestTemplate
+
+_RECONNECT_BACKOFF_S = 0.01  # keeps a refused port from becoming a busy loop
+_LATE_S = 0.01  # open model: dispatch this much after schedule counts as late
+_TICK_S = 0.001  # open model: scheduler granularity
+
+
+class Engine:
+    """Runs one process's share of a load spec in the current event loop."""
+
+    def __init__(self, template: RequestTemplate, spec: LoadSpec, index: int = 0) -> None:
+        self.template = template
+        self.spec = spec
+        self.id_prefix = f"{spec.id_prefix}{index}-"
+        self.limit = spec.requests if spec.requests is not None else 1 << 62
+        self.timeout = spec.timeout
+        self._head = template.head_prefix()
+        self._body = template.body
+        fields = {f for _, f, _, _ in string.Formatter().parse(template.body or "") if f}
+        self._static: bytes | None = None
+        if not fields:
+            self._static = self._encode((template.body or "").format())
+        self.conns: set[Conn] = set()
+        self.issued = 0
+        self.inflight = 0
+        self.active = 0  # connected users (closed/ramp) or open connections (open)
+        self.stopping = False
+        self.res = LoadResult(model=spec.model)
+        self.hist: Histogram = self.res.latency
+        self.rows: list[list[int]] = []
+        self.t0 = perf_counter()
+        # open model state
+        self.idle: list[Conn] = []
+        self.backlog: deque[tuple[int, float]] = deque()
+        self.connecting = 0
+
+    # -- request building ------------------------------------------------------
+    def _encode(self, body: str) -> bytes:
+        raw = body.encode()
+        return b"".join((self._head, str(len(raw)).encode(), b"\r\n\r\n", raw))
+
+    def _request(self, seq: int) -> tuple[str, bytes]:
+        tid = self.id_prefix + str(seq)
+        if self._static is not None:
+            return tid, self._static
+        assert self._body is not None
+        return tid, self._encode(self._body.format(task_id=tid, enqueued_at=f"{time.time():.6f}"))
+
+    def _take(self) -> int | None:
+        """Reserve the next request sequence number, or None once the bound is hit."""
+        if self.stopping or self.issued >= self.limit:
+            return None
+        seq = self.issued
+        self.issued += 1
+        if not self.res.first_send:
+            self.res.first_send = perf_counter()
+        return seq
+
+    def _send(self, conn: Conn, seq: int, t_start: float | None = None) -> None:
+        tid, data = self._request(seq)
+        now = perf_counter()
+        self.inflight += 1
+        # Latency counts from the intended send when that has passed (open model),
+        # else from now (closed model, or an open-model arrival sent a bit early).
+        start = now if t_start is None or t_start > now else t_start
+        conn.send(tid, data, start, now + self.timeout)
+
+    # -- accounting ------------------------------------------------------------
+    def _row(self, now: float) -> list[int]:
+        sec = int(now - self.t0)
+        rows = self.rows
+        while len(rows) <= sec:
+            rows.append([0, 0, 0, self.active])
+        row = rows[sec]
+        if self.active > row[3]:
+            row[3] = self.active
+        return row
+
+    def _error(self, tid: str, kind: str, now: float) -> None:
+        res = self.res
+        res.errors[kind] = res.errors.get(kind, 0) + 1
+        res.failed_ids[tid] = kind
+        res.last_response = now
+        self._row(now)[2] += 1
+
+    def on_response(self, conn: Conn, status: int) -> None:
+        now = perf_counter()
+        tid = conn.task_id
+        assert tid is not None
+        conn.task_id = None
+        self.inflight -= 1
+        res = self.res
+        self.hist.record(int((now - conn.t_start) * 1e6))
+        res.completed += 1
+        res.last_response = now
+        if 200 <= status < 300:
+            res.ok += 1
+            res.accepted_ids.append(tid)
+            row = self._row(now)
+            row[0] += 1
+            row[1] += 1
+        else:
+            self._row(now)[0] += 1
+            self._error(tid, f"http_{status}", now)
+        if conn.close_after:
+            conn.close()
+        elif self.spec.model == "open":
+            self._free(conn)
+        else:
+            self._next(conn)
+
+    def on_failure(self, conn: Conn, kind: str) -> None:
+        tid = conn.task_id
+        assert tid is not None
+        conn.task_id = None
+        self.inflight -= 1
+        self._error(tid, kind, perf_counter())
+
+    def on_lost(self, conn: Conn) -> None:
+        self.conns.discard(conn)
+        if self.spec.model == "open":
+            self.active -= 1
+            if conn in self.idle:
+                self.idle.remove(conn)
+            self._ensure_conns()
+
+    async def _connect(self) -> Conn | None:
+        loop = asyncio.get_running_loop()
+        t = self.template
+        try:
+            async with asyncio.timeout(self.timeout):
+                _, conn = await loop.create_connection(
+                    lambda: Conn(self), t.connect_host, t.port
+                )
+        except (OSError, TimeoutError):
+            return None
+        self.conns.add(conn)
+        return conn
+
+    async def _sweep(self) -> None:
+        """Time out requests past their deadline; cheaper than a timer per request."""
+        interval = min(0.05, self.timeout / 10)
+        while True:
+            await asyncio.sleep(interval)
+            now = perf_counter()
+            for conn in [c for c in self.conns if c.task_id is not None and c.deadline < now]:
+                conn.fail("timeout")
+
+    # -- closed / ramp ---------------------------------------------------------
+    def _next(self, conn: Conn) -> None:
+        seq = self._take()
+        if seq is None:
+            conn.close()
+        else:
+            self._send(conn, seq)
+
+    async def _user(self) -> None:
+        while not self.stopping and self.issued < self.limit:
+            conn = await self._connect()
+            if conn is None:
+                seq = self._take()
+                if seq is None:
+                    break
+                self._error(self.id_prefix + str(seq), "connect", perf_counter())
+                await asyncio.sleep(_RECONNECT_BACKOFF_S)
+                continue
+            conn.done = asyncio.get_running_loop().create_future()
+            self.active += 1
+            self._next(conn)
+            await conn.done
+            self.active -= 1
+
+    async def _run_users(self) -> None:
+        users: list[asyncio.Task[None]] = []
+        delay = 1.0 / self.spec.ramp_per_s if self.spec.model == "ramp" else 0.0
+        for i in range(self.spec.users):
+            if self.stopping or self.issued >= self.limit:
+                break
+            if delay and i:
+                await asyncio.sleep(delay)
+            users.append(asyncio.create_task(self._user()))
+        # Users end on their own once the bound is hit and their in-flight request
+        # is answered or times out (the sweeper enforces that); the deadline below
+        # only guards against a bug leaving a user stuck.
+        pending = set(users)
+        drain_until: float | None = None
+        while pending:
+            _, pending = await asyncio.wait(pending, timeout=0.05)
+            if drain_until is None and (self.stopping or self.issued >= self.limit):
+                drain_until = perf_counter() + self.timeout + 1.0
+            if drain_until is not None and perf_counter() > drain_until:
+                break
+        for u in pending:
+            u.cancel()
+        await asyncio.gather(*users, return_exceptions=True)
+
+    # -- open ------------------------------------------------------------------
+    def _free(self, conn: Conn) -> None:
+        if self.backlog:
+            seq, intended = self.backlog.popleft()
+            self._send(conn, seq, intended)
+        else:
+            self.idle.append(conn)
+
+    def _ensure_conns(self) -> None:
+        """Open connections while arrivals wait and the connection cap allows."""
+        want = min(len(self.backlog), self.spec.users - self.active) - self.connecting
+        for _ in range(max(0, want)):
+            self.connecting += 1
+            asyncio.get_running_loop().create_task(self._open_conn())
+
+    async def _open_conn(self) -> None:
+        conn = await self._connect()
+        self.connecting -= 1
+        if conn is None:
+            if self.backlog:
+                seq, _ = self.backlog.popleft()
+                self._error(self.id_prefix + str(seq), "connect", perf_counter())
+            await asyncio.sleep(_RECONNECT_BACKOFF_S)
+            self._ensure_conns()
+            return
+        self.active += 1
+        self._free(conn)
+
+    def _dispatch(self, intended: float, now: float) -> bool:
+        seq = self._take()
+        if seq is None:
+            return False
+        self.res.intended += 1
+        if now - intended > _LATE_S:
+            self.res.late += 1
+        if self.idle:
+            self._send(self.idle.pop(), seq, intended)
+        else:
+            self.backlog.append((seq, intended))
+            self._ensure_conns()
+        return True
+
+    async def _run_open(self) -> None:
+        assert self.spec.rate is not None
+        interval = 1.0 / self.spec.rate
+        start = perf_counter()
+        k = 0
+        while not self.stopping and self.issued < self.limit:
+            now = perf_counter()
+            # Issue every arrival that is due; if the loop woke late they all go
+            # now, stamped with their intended times (so their latency shows it).
+            # Arrivals due within half a tick go now rather than a whole tick late;
+            # those are timed from their actual send (see _dispatch).
+            horizon = now + _TICK_S / 2
+            while start + k * interval <= horizon and self._dispatch(start + k * interval, now):
+                k += 1
+            # Sleep at least one tick: event-loop timers have ~1 ms resolution and a
+            # shorter sleep degenerates into a busy loop. Arrivals due meanwhile go
+            # out in a batch at wake-up, still timed from their intended send.
+            await asyncio.sleep(max(_TICK_S, start + k * interval - perf_counter()))
+        drain_until = perf_counter() + self.timeout
+        # Polling is fine here: the drain runs once, is short and is bounded.
+        while (self.backlog or self.inflight) and perf_counter() < drain_until:  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+        self.res.unsent = len(self.backlog)
+        self.backlog.clear()
+
+    # -- lifecycle -------------------------------------------------------------
+    def _stop(self) -> None:
+        self.stopping = True
+
+    async def run(self) -> LoadResult:
+        """Run to the spec's bound; returns this process's (unfinalized) result."""
+        loop = asyncio.get_running_loop()
+        self.t0 = perf_counter()
+        stopper = loop.call_later(self.spec.max_duration, self._stop)
+        sweeper = loop.create_task(self._sweep())
+        try:
+            if self.spec.model == "open":
+                await self._run_open()
+            else:
+                await self._run_users()
+        finally:
+            stopper.cancel()
+            sweeper.cancel()
+            for conn in list(self.conns):
+                conn.fail("timeout")  # anything still in flight after the grace period
+            for _ in range(3):
+                await asyncio.sleep(0)  # let connection_lost callbacks run
+        res = self.res
+        res.requests = self.issued
+        res.per_second = [
+            {"t": i, "completed": r[0], "ok": r[1], "errors": r[2], "users": r[3]}
+            for i, r in enumerate(self.rows)
+        ]
+        return res

@@ -1,0 +1,128 @@
+"""Run a load spec in worker processes (:func:`run_load`) or in-loop (:func:`run_load_async`)."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import queue
+import time
+from collections.abc import Callable
+from multiprocessing.queues import Queue as MPQueue
+from multiprocessing.synchronize import Barrier
+from typing import Any
+
+from taskbench.driver.engine import Engine
+from taskbench.driver.result import LoadResult, merge_results
+from taskbench.driver.spec import LoadSpec, RequestTemplate
+
+# Time allowed for a worker to start (spawn re-imports the interpreter) and to
+# hand its result back after the run's own bound and drain.
+_START_GRACE_S = 60.0
+_RESULT_GRACE_S = 30.0
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop when installed (much cheaper per syscall), else the stdlib loop."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.new_event_loop
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+async def _run_engine(template: RequestTemplate, spec: LoadSpec, index: int) -> LoadResult:
+    """One engine, with this process's CPU and wall time measured around it."""
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    res = await Engine(template, spec, index).run()
+    cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+    res.cpu = [
+        {"cpu_s": cpu_s, "wall_s": wall_s, "utilization": cpu_s / wall_s if wall_s > 0 else 0.0}
+    ]
+    return res
+
+
+async def run_load_async(template: RequestTemplate, spec: LoadSpec) -> LoadResult:
+    """Run the whole spec in the current event loop (one process; ``processes`` ignored).
+
+    CPU accounting covers the whole current process, including anything else
+    running in it (e.g. an in-process test server).
+    """
+    res = await _run_engine(template, spec, 0)
+    return merge_results([res])
+
+
+def _worker_main(
+    index: int,
+    template: RequestTemplate,
+    spec: LoadSpec,
+    barrier: Barrier,
+    out: MPQueue[tuple[int, dict[str, Any] | str]],
+) -> None:
+    """Entry point of one spawned driver process."""
+    try:
+        # Start all processes together so their per-second rows line up.
+        barrier.wait(timeout=_START_GRACE_S)
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            res = runner.run(_run_engine(template, spec, index))
+        out.put((index, res.to_dict()))
+    except BaseException as exc:  # report anything, the parent must not hang
+        out.put((index, f"{type(exc).__name__}: {exc}"))
+        raise
+
+
+def run_load(template: RequestTemplate, spec: LoadSpec) -> LoadResult:
+    """Run ``spec`` against ``template`` in ``spec.processes`` spawned processes; blocks.
+
+    Even ``processes=1`` uses a child process so that the CPU measured is the
+    driver's alone. Results are merged in the parent.
+    """
+    ctx = mp.get_context("spawn")
+    parts = spec.split()
+    barrier = ctx.Barrier(len(parts))
+    out: MPQueue[tuple[int, dict[str, Any] | str]] = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_worker_main,
+            args=(i, template, part, barrier, out),
+            name=f"taskbench-driver-{i}",
+            daemon=True,
+        )
+        for i, part in enumerate(parts)
+    ]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + _START_GRACE_S + spec.max_duration + spec.timeout
+    deadline += _RESULT_GRACE_S
+    results: dict[int, LoadResult] = {}
+    failures: list[str] = []
+    try:
+        while len(results) + len(failures) < len(procs):
+            try:
+                index, payload = out.get(timeout=0.2)
+            except queue.Empty:
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead and out.empty():
+                    # Give a crashed worker's queued message a moment to arrive.
+                    time.sleep(0.5)
+                    if out.empty():
+                        failures.append(f"{dead[0].name} exited with code {dead[0].exitcode}")
+                        break
+                if time.monotonic() > deadline:
+                    failures.append("driver workers did not report in time")
+                    break
+                continue
+            if isinstance(payload, str):
+                failures.append(f"worker {index}: {payload}")
+            else:
+                results[index] = LoadResult.from_dict(payload)
+    finally:
+        for p in procs:
+            p.join(timeout=5.0)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5.0)
+        out.close()
+    if failures:
+        raise RuntimeError("load driver failed: " + "; ".join(failures))
+    return merge_results([results[i] for i in sorted(results)])

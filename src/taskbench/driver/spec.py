@@ -1,0 +1,140 @@
+"""What to send (:class:`RequestTemplate`) and how hard (:class:`LoadSpec`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from dataclasses import dataclass
+from typing import Literal
+
+MAX_DURATION_S = 3600.0
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestTemplate:
+    """One HTTP request, sent over and over.
+
+    ``body`` is a :meth:`str.format` template: ``{task_id}`` and ``{enqueued_at}``
+    (``time.time()`` formatted ``%.6f``) are filled in per request, so literal
+    braces in JSON must be doubled (``'{{"id": "{task_id}"}}'``).
+    Only loopback hosts are accepted: this tool must never load a remote machine.
+    """
+
+    host: str
+    port: int
+    path: str
+    method: str = "POST"
+    body: str | None = None
+    content_type: str = "application/json"
+
+    def __post_init__(self) -> None:
+        if not _is_loopback(self.host):
+            raise ValueError(
+                f"RequestTemplate.host must be a loopback address (127.0.0.0/8, ::1 or "
+                f"'localhost'); refusing to send load to {self.host!r}"
+            )
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port out of range: {self.port}")
+        if not self.path.startswith("/"):
+            raise ValueError(f"path must start with '/': {self.path!r}")
+        if not self.method.isalpha():
+            raise ValueError(f"invalid HTTP method: {self.method!r}")
+        if self.body is not None:
+            # Fail now, not in a worker process, on an unknown placeholder.
+            self.body.format(task_id="x", enqueued_at="0")
+
+    @property
+    def connect_host(self) -> str:
+        """Address to connect to; 'localhost' is pinned to 127.0.0.1 to skip DNS."""
+        return "127.0.0.1" if self.host == "localhost" else self.host
+
+    def head_prefix(self) -> bytes:
+        """Request line and fixed headers, up to (not including) Content-Length."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return (
+            f"{self.method.upper()} {self.path} HTTP/1.1\r\n"
+            f"Host: {host}:{self.port}\r\n"
+            f"Content-Type: {self.content_type}\r\n"
+            "Content-Length: "
+        ).encode("latin-1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSpec:
+    """Load model and bounds.
+
+    - ``closed``: ``users`` connections, each sends its next request as soon as
+      the previous response arrives.
+    - ``open``: arrivals at ``rate``/s on a fixed schedule regardless of
+      responses, over at most ``users`` connections; latency counts from the
+      intended send time (coordinated-omission aware).
+    - ``ramp``: like closed, but users are added at ``ramp_per_s`` up to ``users``.
+
+    Every run is bounded by ``requests`` and/or ``duration`` (whichever first).
+    """
+
+    model: Literal["closed", "open", "ramp"] = "closed"
+    users: int = 100
+    rate: float | None = None
+    ramp_per_s: float = 10.0
+    requests: int | None = None
+    duration: float | None = None
+    processes: int = 1
+    timeout: float = 30.0
+    id_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.model not in ("closed", "open", "ramp"):
+            raise ValueError(f"unknown model {self.model!r}")
+        if self.users < 1:
+            raise ValueError("users must be >= 1")
+        if self.processes < 1:
+            raise ValueError("processes must be >= 1")
+        if self.processes > self.users:
+            raise ValueError("processes must be <= users (each process needs a connection)")
+        if self.model == "open" and (self.rate is None or self.rate <= 0):
+            raise ValueError("the open model needs rate > 0")
+        if self.model == "ramp" and self.ramp_per_s <= 0:
+            raise ValueError("ramp_per_s must be > 0")
+        if self.requests is None and self.duration is None:
+            raise ValueError("give requests and/or duration: every load run must be bounded")
+        if self.requests is not None and self.requests < 0:
+            raise ValueError("requests must be >= 0")
+        if self.duration is not None and not 0 < self.duration <= MAX_DURATION_S:
+            raise ValueError(f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds")
+        if not 0 < self.timeout <= MAX_DURATION_S:
+            raise ValueError("timeout must be in (0, 3600] seconds")
+        if not self.id_prefix.isascii() or any(c.isspace() for c in self.id_prefix):
+            raise ValueError("id_prefix must be ASCII without whitespace")
+
+    @property
+    def max_duration(self) -> float:
+        """Issuing stops after this many seconds even if ``requests`` is not reached."""
+        return self.duration if self.duration is not None else MAX_DURATION_S
+
+    def split(self) -> list[LoadSpec]:
+        """Per-process specs: users, rate and requests divided as evenly as possible."""
+        n = self.processes
+        out: list[LoadSpec] = []
+        for i in range(n):
+            users = self.users // n + (1 if i < self.users % n else 0)
+            requests = None
+            if self.requests is not None:
+                requests = self.requests // n + (1 if i < self.requests % n else 0)
+            rate = None if self.rate is None else self.rate / n
+            ramp = self.ramp_per_s / n
+            out.append(
+                dataclasses.replace(
+                    self, users=users, requests=requests, rate=rate, ramp_per_s=ramp, processes=1
+                )
+            )
+        return out

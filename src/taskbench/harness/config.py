@@ -1,0 +1,130 @@
+"""A run's parameters: frozen keyword-only dataclasses, validated on construction."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taskbench.driver import LoadSpec
+from taskbench.messages import WORKLOADS
+from taskbench.settings import DEFAULT_BROKER_URLS, Broker, EnqueueMode
+
+ROLES = ("api", "workers", "driver", "redis")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Which cores each component may run on (None: anywhere)."""
+
+    api: list[int] | None = None
+    workers: list[int] | None = None
+    driver: list[int] | None = None
+    redis: list[int] | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Placement:
+        """``auto``, ``off``, or ``api=0;workers=1;driver=1;redis=0,1``."""
+        text = text.strip()
+        if text == "off":
+            return cls()
+        if text == "auto":
+            cpus = sorted(os.sched_getaffinity(0))
+            if len(cpus) < 2:
+                return cls()
+            # The API gets a core of its own; the driver and the workers share the other one.
+            return cls(api=[cpus[0]], workers=cpus[1:], driver=cpus[1:])
+        values: dict[str, list[int]] = {}
+        usable = set(os.sched_getaffinity(0))
+        for part in filter(None, (p.strip() for p in text.split(";"))):
+            role, sep, cores = part.partition("=")
+            role = role.strip()
+            if not sep or role not in ROLES:
+                raise ValueError(f"--pin: expected ROLE=CPUS with ROLE in {ROLES}, got {part!r}")
+            try:
+                listed = [int(c) for c in cores.split(",") if c.strip()]
+            except ValueError:
+                raise ValueError(f"--pin: cores must be integers, got {cores!r}") from None
+            if not listed or not set(listed) <= usable:
+                raise ValueError(f"--pin: {role} cores {listed} not in usable cores {sorted(usable)}")
+            values[role] = listed
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {role: getattr(self, role) for role in ROLES}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    backends: tuple[str, ...] = ("background", "arq")
+    workload: str = "io/simple"
+    load: LoadSpec = field(default_factory=lambda: LoadSpec(users=100, requests=10_000))
+    workers: int = 1
+    concurrency: int = 10
+    enqueue_mode: EnqueueMode = "awaited"
+    io_delay: float = 0.0
+    cpu_iterations: int = 200_000
+    threads: int = 3
+    processes: int = 3
+    redis_url: str | None = None
+    broker: Broker = "redis"
+    broker_url: str | None = None
+    output: Path = Path("results")
+    keep: bool = False
+    warmup: int = 200
+    drain_timeout: float = 120.0
+    late_grace: float = 2.0
+    startup_timeout: float = 60.0
+    stop_timeout: float = 10.0
+    task_timeout: float = 60.0
+    api_port: int | None = None
+    placement: Placement = field(default_factory=Placement)
+
+    def __post_init__(self) -> None:
+        if self.workload not in WORKLOADS:
+            raise ValueError(f"unknown workload {self.workload!r}; known: {', '.join(WORKLOADS)}")
+        if not self.backends:
+            raise ValueError("no backend selected")
+        from taskbench import backends
+
+        if self.broker != "redis" and self.broker not in DEFAULT_BROKER_URLS:
+            raise ValueError(f"--broker must be redis, rabbitmq or nats, not {self.broker!r}")
+        for name in self.backends:
+            meta = backends.info(name)
+            if self.broker not in meta.brokers:
+                raise ValueError(f"backend {name!r} does not run on {self.broker!r}; "
+                                 f"its brokers: {', '.join(meta.brokers)}")
+        if not 1 <= self.workers <= 64:
+            raise ValueError("--workers must be between 1 and 64")
+        if not 1 <= self.concurrency <= 10_000:
+            raise ValueError("--concurrency must be between 1 and 10000")
+        if not 0 <= self.warmup <= 100_000:
+            raise ValueError("--warmup must be between 0 and 100000")
+        if not 0 < self.drain_timeout <= 3600:
+            raise ValueError("--drain-timeout must be in (0, 3600] seconds")
+        if self.api_port is not None and not 1 <= self.api_port <= 65535:
+            raise ValueError("--api-port must be between 1 and 65535")
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        data = asdict(self)
+        data["output"] = str(self.output)
+        data["backends"] = list(self.backends)
+        if self.redis_url:
+            data["redis_url"] = redact(self.redis_url)
+        if self.broker_url:
+            data["broker_url"] = redact(self.broker_url)
+        return data
+
+
+def redact(url: str) -> str:
+    """A URL with its password replaced by ***."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url

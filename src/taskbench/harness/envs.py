@@ -1,0 +1,105 @@
+"""Per-backend virtual environments, built from the project's uv.lock on first use and cached.
+
+The backends' libraries cannot share one environment (arq pins redis-py below 6, kombu needs 6.4
+or later, taskiq-redis needs 8), so each backend's API and workers run in their own environment
+holding exactly the versions the lock file resolved for that backend's extra.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+from taskbench.harness import HarnessError
+
+_VERSIONS = (
+    "import importlib.metadata as m, json, sys; "
+    "print(json.dumps({'python': sys.version.split()[0], 'packages': "
+    "{d.metadata['Name']: d.version for d in m.distributions()}}))"
+)
+
+
+def project_root() -> Path | None:
+    """The checkout this package runs from, if it is one (pyproject.toml and uv.lock beside src/)."""
+    root = Path(__file__).resolve().parents[3]
+    if (root / "pyproject.toml").is_file() and (root / "uv.lock").is_file():
+        return root
+    return None
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise HarnessError("uv is needed to build backend environments: pip install uv")
+
+
+def _fingerprint(root: Path, extra: str) -> str:
+    digest = hashlib.sha256(extra.encode())
+    for name in ("uv.lock", "pyproject.toml"):
+        digest.update((root / name).read_bytes())
+    digest.update(sys.version.encode())
+    return digest.hexdigest()
+
+
+def env_dir(extra: str) -> Path:
+    base = os.environ.get("TASKBENCH_ENV_DIR")
+    if base:
+        return Path(base) / extra
+    root = project_root()
+    if root is None:
+        return Path.home() / ".cache" / "taskbench" / "envs" / extra
+    return root / ".taskbench" / "envs" / extra
+
+
+def ensure_env(extra: str, *, quiet: bool = False) -> Path:
+    """Return the Python of ``extra``'s environment, building or updating it if needed."""
+    root = project_root()
+    if root is None:
+        # An installed package (no checkout): the current interpreter must already have the extra.
+        return Path(sys.executable)
+    target = env_dir(extra)
+    stamp = target / ".taskbench-stamp"
+    fingerprint = _fingerprint(root, extra)
+    python = target / "bin" / "python"
+    if python.exists() and stamp.exists() and stamp.read_text() == fingerprint:
+        return python
+    if not quiet:
+        print(f"preparing the '{extra}' environment in {target} (first use; cached after)",
+              file=sys.stderr, flush=True)
+    argv = [
+        uv_binary(), "sync", "--frozen", "--no-dev", "--extra", extra,
+        "--python", sys.executable, "--project", str(root),
+    ]
+    if quiet:
+        argv.append("--quiet")
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}  # not the harness's venv
+    env["UV_PROJECT_ENVIRONMENT"] = str(target)
+    result = subprocess.run(argv, env=env, check=False)
+    if result.returncode != 0:
+        raise HarnessError(f"building the '{extra}' environment failed (uv exit {result.returncode})")
+    stamp.write_text(fingerprint)
+    return python
+
+
+@cache
+def versions(python: str) -> dict[str, object]:
+    """Python version and every installed distribution of an environment."""
+    out = subprocess.run(
+        [python, "-c", _VERSIONS], capture_output=True, text=True, check=False, timeout=60
+    )
+    if out.returncode != 0:
+        return {"error": out.stderr.strip()[-500:]}
+    parsed: dict[str, object] = json.loads(out.stdout)
+    return parsed

@@ -1,0 +1,51 @@
+"""Facts recorded with every result: the machine, the commit, the tool versions."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def machine_info() -> dict[str, Any]:
+    import psutil
+
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        model = platform.processor()
+    return {
+        "hostname": platform.node(),
+        "system": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+        "cpu_model": model,
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory_bytes": psutil.virtual_memory().total,
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+    }
+
+
+def commit_info(root: Path | None) -> dict[str, Any]:
+    if root is None:
+        return {"commit": None}
+
+    def git(*args: str) -> str:
+        out = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=False, timeout=10
+        )
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    return {
+        "commit": git("rev-parse", "HEAD") or None,
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD") or None,
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }

@@ -1,0 +1,126 @@
+"""Child processes: each in its own process group, stopped by its id (SIGTERM, then SIGKILL)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+
+@dataclass
+class Managed:
+    """One child process the harness started."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    cpus: list[int] | None = None
+    popen: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def start(self, env: Mapping[str, str]) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self.popen = subprocess.Popen(
+            self.argv,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # own process group: stop() reaches its children too
+        )
+        if self.cpus:
+            with contextlib.suppress(OSError):  # affinity is best effort; placement records it
+                os.sched_setaffinity(self.popen.pid, self.cpus)
+
+    def exit_code(self) -> int | None:
+        return None if self.popen is None else self.popen.poll()
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM the group, wait up to ``timeout``, then SIGKILL it. Returns the exit code."""
+        if self.popen is None:
+            return None
+        pgid = self.popen.pid  # start_new_session made the child its group's leader
+        _signal_group(pgid, signal.SIGTERM)
+        try:
+            code = self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(pgid, signal.SIGKILL)
+            code = self.popen.wait()
+        # the leader is gone; anything left in its group (a pool child) gets the same treatment
+        _signal_group(pgid, signal.SIGKILL)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class ProcessSet:
+    """Starts processes and guarantees that all of them are stopped on exit, whatever happened."""
+
+    def __init__(self, env: Mapping[str, str], stop_timeout: float = 10.0) -> None:
+        self.env = dict(env)
+        self.stop_timeout = stop_timeout
+        self.procs: list[Managed] = []
+        self.exit_codes: dict[str, int | None] = {}
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        *,
+        cpus: list[int] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Managed:
+        proc = Managed(name=name, argv=list(argv), log_path=log_path, cpus=cpus)
+        proc.start({**self.env, **(env or {})})
+        self.procs.append(proc)
+        return proc
+
+    def dead(self) -> list[Managed]:
+        return [p for p in self.procs if not p.alive()]
+
+    def stop_all(self) -> dict[str, int | None]:
+        # Reverse start order: the API (no new tasks) before the workers, servers last.
+        for proc in reversed(self.procs):
+            self.exit_codes[proc.name] = proc.stop(timeout=self.stop_timeout)
+        self.procs.clear()
+        return self.exit_codes
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop_all()

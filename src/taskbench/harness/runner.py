@@ -1,0 +1,333 @@
+"""Runs the cases of a benchmark: start, wait ready, warm up, load, drain, audit, stop, clean."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from taskbench import backends
+from taskbench.driver import LoadSpec, RequestTemplate, run_load
+from taskbench.harness import HarnessError
+from taskbench.harness.config import RunConfig
+from taskbench.harness.envs import ensure_env, project_root, versions
+from taskbench.harness.machine import commit_info, machine_info
+from taskbench.harness.processes import ProcessSet
+from taskbench.harness.redis_server import check_broker, check_port_free, free_port, provide_redis
+from taskbench.ledger import Ledger, audit
+from taskbench.settings import Settings
+
+Say = Callable[[str], None]
+WARMUP_PREFIX = "w"
+SCHEMA = 1
+
+
+def _stamp() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+
+
+class Runner:
+    def __init__(self, config: RunConfig, say: Say = print) -> None:
+        self.config = config
+        self.say = say
+        self.run_id = f"{_stamp()}-{os.getpid()}"
+        self.out_dir = config.output / self.run_id
+        self.root = project_root()
+
+    # -- public ---------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        cfg = self.config
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        result: dict[str, Any] = {
+            "schema": SCHEMA,
+            "run_id": self.run_id,
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": sys.argv,
+            "config": cfg.to_dict(),
+            "machine": machine_info(),
+            "commit": commit_info(self.root),
+            "environments": {},
+            "cases": [],
+        }
+        pythons = {name: self._environment(name) for name in cfg.backends}
+        result["environments"] = {n: versions(str(p)) for n, p in pythons.items()}
+        with provide_redis(cfg.redis_url, self.out_dir, cpus=cfg.placement.redis,
+                           say=self.say) as (redis_url, redis_info):
+            result["redis"] = redis_info
+            if cfg.broker != "redis":
+                broker_url = Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
+                check_broker(cfg.broker, broker_url)
+            for index, name in enumerate(cfg.backends):
+                case = self._case(index, name, pythons[name], redis_url)
+                result["cases"].append(case)
+                self._write(result)
+        return result
+
+    def result_path(self) -> Path:
+        return self.out_dir / "result.json"
+
+    # -- pieces ---------------------------------------------------------------------------
+
+    def _environment(self, name: str) -> Path:
+        meta = backends.info(name)
+        return ensure_env(meta.extra)
+
+    def _settings_env(self, name: str, run_id: str, redis_url: str) -> dict[str, str]:
+        cfg = self.config
+        return {
+            "TASKBENCH_BACKEND": name,
+            "TASKBENCH_REDIS_URL": redis_url,
+            "TASKBENCH_RUN_ID": run_id,
+            "TASKBENCH_ENQUEUE_MODE": cfg.enqueue_mode,
+            "TASKBENCH_BROKER": cfg.broker,
+            **({"TASKBENCH_BROKER_URL": cfg.broker_url} if cfg.broker_url else {}),
+            "TASKBENCH_IO_DELAY": str(cfg.io_delay),
+            "TASKBENCH_CPU_ITERATIONS": str(cfg.cpu_iterations),
+            "TASKBENCH_THREADS": str(cfg.threads),
+            "TASKBENCH_PROCESSES": str(cfg.processes),
+            "TASKBENCH_CONCURRENCY": str(cfg.concurrency),
+            "TASKBENCH_SHUTDOWN_TIMEOUT": str(cfg.stop_timeout),
+            "TASKBENCH_TASK_TIMEOUT": str(cfg.task_timeout),
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def _case(self, index: int, name: str, python: Path, redis_url: str) -> dict[str, Any]:
+        import redis
+
+        cfg = self.config
+        backend = backends.info(name)
+        run_id = f"{self.run_id}-{index}-{name}"
+        env_vars = self._settings_env(name, run_id, redis_url)
+        settings = Settings(backend=name, redis_url=redis_url, run_id=run_id)
+        ledger = Ledger(settings.prefix)
+        client = redis.Redis.from_url(redis_url)
+        port = cfg.api_port or free_port()
+        check_port_free("127.0.0.1", port)
+        logs = self.out_dir / "logs" / f"{index}-{name}"
+        case: dict[str, Any] = {
+            "backend": name,
+            "broker": cfg.broker,
+            "workload": cfg.workload,
+            "enqueue_mode": cfg.enqueue_mode,
+            "durable": backend.durable and cfg.enqueue_mode == "awaited",
+            "has_worker": backend.has_worker,
+            "workers": cfg.workers if backend.has_worker else 0,
+            "concurrency": cfg.concurrency,
+            "run_id": run_id,
+            "placement": cfg.placement.to_dict(),
+            "failures": [],
+        }
+        self.say(f"[{name}] starting API on 127.0.0.1:{port}"
+                 + (f" and {cfg.workers} worker(s)" if backend.has_worker else ""))
+        procs = ProcessSet({**os.environ, **env_vars}, stop_timeout=cfg.stop_timeout)
+        try:
+            with procs:
+                if backend.has_worker:
+                    for i in range(cfg.workers):
+                        procs.start(f"worker-{i}", [str(python), "-m", "taskbench", "worker"],
+                                    logs / f"worker-{i}.log", cpus=cfg.placement.workers)
+                procs.start("api", [str(python), "-m", "taskbench", "serve", "--host", "127.0.0.1",
+                                    "--port", str(port)], logs / "api.log", cpus=cfg.placement.api)
+                self._wait_ready(procs, client, settings, port,
+                                 cfg.workers if backend.has_worker else 0)
+                template = RequestTemplate(
+                    host="127.0.0.1", port=port,
+                    path=f"/api/v1/incr/{cfg.workload}/{name}",
+                    body='{{"value":1,"task_id":"{task_id}","enqueued_at":{enqueued_at}}}',
+                )
+                warm_accepted = self._warm_up(template, procs, client, ledger)
+                self.say(f"[{name}] load: {_describe_load(cfg.load)}")
+                load_start = time.time()
+                with pinned(cfg.placement.driver):
+                    load = run_load(template, cfg.load)
+                load_end = time.time()
+                self.say(f"[{name}] {load.ok} accepted at {load.rps:.0f} req/s; draining")
+                target = warm_accepted + len(load.accepted_ids)
+                drained, drain_deadline = self._drain(procs, client, ledger, target, load_end, case)
+                if not drained:
+                    time.sleep(cfg.late_grace)
+                counts, times = ledger.read(client)
+                report = audit(load.accepted_ids, counts, times, deadline=drain_deadline,
+                               ignore_prefix=WARMUP_PREFIX)
+        finally:
+            case["exit_codes"] = procs.exit_codes
+            client_cleanup = self._cleanup(client, settings, backend)
+            client.close()
+            if cfg.broker != "redis" and not cfg.keep:
+                client_cleanup["purge"] = _purge(python, env_vars, logs)
+        for proc_name, code in case["exit_codes"].items():
+            if code not in (0, -15):
+                case["failures"].append(f"{proc_name} exited with code {code} at stop")
+        load_dict = load.to_dict()
+        load_dict.pop("accepted_ids", None)
+        failed = load_dict.pop("failed_ids", {})
+        load_dict["failed_ids_sample"] = dict(list(failed.items())[:20])
+        case["load"] = load_dict
+        case["audit"] = report.to_dict()
+        case["cleanup"] = client_cleanup
+        case["summary"] = _summary(load_dict, report.to_dict(), load_start, drained)
+        case["status"] = _status(case, report.ok, drained)
+        case["logs"] = str(logs)
+        return case
+
+    def _wait_ready(self, procs: ProcessSet, client: Any, settings: Settings, port: int,
+                    workers: int) -> None:
+        deadline = time.monotonic() + self.config.startup_timeout
+        ready_key = f"{settings.prefix}ready"
+        while time.monotonic() < deadline:
+            for proc in procs.dead():
+                raise HarnessError(f"{proc.name} exited with code {proc.exit_code()} during "
+                                   f"start-up; its log ({proc.log_path}) ends:\n{proc.tail()}")
+            if healthy(port) and int(client.hlen(ready_key)) >= workers:
+                return
+            time.sleep(0.1)
+        raise HarnessError(f"the stack was not ready within {self.config.startup_timeout:.0f} s "
+                           f"(logs in {self.out_dir / 'logs'})")
+
+    def _warm_up(self, template: RequestTemplate, procs: ProcessSet, client: Any,
+                 ledger: Ledger) -> int:
+        cfg = self.config
+        if not cfg.warmup:
+            return 0
+        spec = LoadSpec(users=min(cfg.load.users, 10), requests=cfg.warmup, id_prefix=WARMUP_PREFIX,
+                        timeout=cfg.load.timeout)
+        warm = run_load(template, spec)
+        if not warm.ok:
+            raise HarnessError(f"warm-up: none of {warm.requests} requests was accepted "
+                               f"(errors: {warm.errors}); see the logs in {self.out_dir / 'logs'}")
+        deadline = time.monotonic() + cfg.drain_timeout
+        while ledger.executed_count(client) < warm.ok and time.monotonic() < deadline:
+            if procs.dead():
+                break
+            time.sleep(0.05)
+        return warm.ok
+
+    def _drain(self, procs: ProcessSet, client: Any, ledger: Ledger, target: int,
+               load_end: float, case: dict[str, Any]) -> tuple[bool, float]:
+        deadline = load_end + self.config.drain_timeout
+        reported: set[str] = set()
+        while True:
+            if ledger.executed_count(client) >= target:
+                return True, deadline
+            for proc in procs.dead():
+                if proc.name not in reported:
+                    reported.add(proc.name)
+                    msg = f"{proc.name} died during the run (exit code {proc.exit_code()})"
+                    case["failures"].append(msg)
+                    self.say(f"[{case['backend']}] {msg}")
+            workers = [p for p in procs.procs if p.name.startswith("worker")]
+            api_dead = any(p.name == "api" for p in procs.dead())
+            if (workers and all(not p.alive() for p in workers)) or (api_dead and not workers):
+                return False, deadline  # nothing left that could run the remaining tasks
+            if time.time() > deadline:
+                case["failures"].append(
+                    f"drain timeout: {self.config.drain_timeout:.0f} s after the load ended, "
+                    f"{target - ledger.executed_count(client)} tasks had not run")
+                return False, deadline
+            time.sleep(0.05)
+
+    def _cleanup(self, client: Any, settings: Settings, backend: Any) -> dict[str, Any]:
+        if self.config.keep:
+            return {"kept": True, "prefix": settings.prefix}
+        deleted = 0
+        patterns = [f"{settings.prefix}*", *backend.owned_key_patterns(settings.run_id)]
+        for pattern in patterns:
+            batch: list[bytes] = []
+            for key in client.scan_iter(match=pattern, count=1000):
+                batch.append(key)
+                if len(batch) >= 1000:
+                    deleted += int(client.unlink(*batch))
+                    batch.clear()
+            if batch:
+                deleted += int(client.unlink(*batch))
+        return {"kept": False, "patterns": patterns, "deleted_keys": deleted}
+
+    def _write(self, result: dict[str, Any]) -> None:
+        path = self.result_path()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(path)
+
+
+def _purge(python: Path, env_vars: dict[str, str], logs: Path) -> str:
+    """Delete the run's queues or streams on a RabbitMQ/NATS broker, from the backend's environment."""
+    import subprocess
+
+    out = subprocess.run([str(python), "-m", "taskbench", "purge"], env={**os.environ, **env_vars},
+                         capture_output=True, text=True, timeout=60, check=False)
+    (logs / "purge.log").write_text(out.stdout + out.stderr)
+    return "ok" if out.returncode == 0 else f"failed (exit {out.returncode}, see purge.log)"
+
+
+def _status(case: dict[str, Any], audit_ok: bool, drained: bool) -> str:
+    """ok: clean; errors: some requests failed but every accepted task ran once; failed: otherwise."""
+    summary = case["summary"]
+    if not audit_ok or not drained or case["failures"] or not summary["accepted"]:
+        return "failed"
+    return "errors" if summary["errors_pct"] else "ok"
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def pinned(cpus: list[int] | None) -> Iterator[None]:
+    """Pin this process (and so the driver processes it spawns) for the load phase."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _describe_load(spec: LoadSpec) -> str:
+    bounds = []
+    if spec.requests:
+        bounds.append(f"{spec.requests} requests")
+    if spec.duration:
+        bounds.append(f"{spec.duration:g} s")
+    rate = f" at {spec.rate:g}/s" if spec.model == "open" else ""
+    return f"{spec.model} model, {spec.users} users{rate}, {' or '.join(bounds)}"
+
+
+def _summary(load: dict[str, Any], report: dict[str, Any], load_start: float,
+             drained: bool) -> dict[str, Any]:
+    lat = load.get("latency_ms", {})
+    requests = max(1, int(load["requests"]))
+    errors = requests - int(load["ok"])
+    last = report["last_finish"]
+    return {
+        "requests": load["requests"],
+        "rps": load["rps"],
+        "p50_ms": lat.get("p50"),
+        "p95_ms": lat.get("p95"),
+        "p99_ms": lat.get("p99"),
+        "errors_pct": 100.0 * errors / requests,
+        "time_to_run_all_s": (last - load_start) if (last and drained) else None,
+        "accepted": report["accepted"],
+        "executed": report["executed"],
+        "lost": report["lost"],
+        "duplicated": report["duplicated"],
+        "late": report["late"],
+        "e2e_p95_ms": report["end_to_end_ms"].get("p95"),
+        "driver_cpu_pct": 100.0 * float(load["max_utilization"]),
+        "driver_saturated": bool(load["saturated"]),
+    }

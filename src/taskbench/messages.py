@@ -1,0 +1,32 @@
+"""The task message every backend carries, and the workload names."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+WORKLOADS: Final = ("io/simple", "io/sync", "io/thread", "cpu/simple", "cpu/process")
+#: benchmark-only task that does nothing but be recorded: measures a backend's own overhead
+NOOP: Final = "noop"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskMessage:
+    """One task: what to run, with the id and enqueue time the ledger audits."""
+
+    task_id: str
+    workload: str
+    value: int
+    enqueued_at: float  # unix seconds: the API and the worker are different processes
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskMessage:
+        return cls(
+            task_id=str(data["task_id"]),
+            workload=str(data["workload"]),
+            value=int(data["value"]),
+            enqueued_at=float(data["enqueued_at"]),
+        )

@@ -1,0 +1,1 @@
+"""Rendering of results: every view is made from the result JSON alone."""

@@ -1,0 +1,69 @@
+"""Terminal table of a result, with the seed's columns plus the audit's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _num(value: Any, fmt: str = "{:.0f}") -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def _bad(count: int) -> str:
+    return f"[bold red]{count}[/]" if count else str(count)
+
+
+def render(result: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 140)  # piped output: keep one row per case
+    cfg = result["config"]
+    load = cfg["load"]
+    bound = " or ".join(
+        b for b in (f"{load['requests']} requests" if load.get("requests") else "",
+                    f"{load['duration']:g} s" if load.get("duration") else "") if b
+    )
+    title = (f"taskbench {result['run_id']}: {cfg['workload']}, {load['model']} load, "
+             f"{load['users']} users, {bound}")
+    table = Table(title=title, title_justify="left")
+    columns = [
+        ("backend", "left"), ("mode", "left"), ("RPS", "right"), ("median\nms", "right"),
+        ("p95\nms", "right"), ("p99\nms", "right"), ("all tasks\nrun in s", "right"),
+        ("errors\n%", "right"), ("accepted", "right"), ("lost", "right"), ("dup", "right"),
+        ("e2e p95\nms", "right"), ("driver\nCPU %", "right"), ("status", "left"),
+    ]
+    for name, justify in columns:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    notes: list[str] = []
+    for case in result["cases"]:
+        s = case["summary"]
+        mode = case["enqueue_mode"] + ("" if case["durable"] else " *")
+        if not case["durable"]:
+            note = ("* no durable queue: a 2xx does not prove the task is stored"
+                    if not case["has_worker"] else
+                    "* after-response enqueue: the 2xx is sent before the broker has the task")
+            if note not in notes:
+                notes.append(note)
+        cpu = _num(s["driver_cpu_pct"]) + (" SAT" if s["driver_saturated"] else "")
+        status = {"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(
+            case["status"], "[bold red]failed[/]")
+        table.add_row(
+            case["backend"], mode, _num(s["rps"]), _num(s["p50_ms"], "{:.1f}"),
+            _num(s["p95_ms"], "{:.1f}"), _num(s["p99_ms"], "{:.1f}"),
+            _num(s["time_to_run_all_s"], "{:.1f}"), _num(s["errors_pct"], "{:.2f}"),
+            str(s["accepted"]), _bad(s["lost"]), _bad(s["duplicated"]),
+            _num(s["e2e_p95_ms"], "{:.1f}"), cpu, status,
+        )
+    console.print(table)
+    for note in notes:
+        console.print(note)
+    for case in result["cases"]:
+        for failure in case["failures"]:
+            console.print(f"[red]{case['backend']}: {failure}[/]")
+        if case["summary"]["driver_saturated"]:
+            reason = case["load"].get("saturation_reason") or "driver CPU ≥ 90 %"
+            console.print(f"[yellow]{case['backend']}: the load driver saturated ({reason}); "
+                          "its RPS is a lower bound of the server's[/]")

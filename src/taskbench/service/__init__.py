@@ -1,0 +1,1 @@
+"""The reference FastAPI service: one backend per process."""

@@ -1,0 +1,113 @@
+"""The reference API: validates a task, hands it to the backend, answers 202 once it is held."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, BackgroundTasks, Body, FastAPI, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from taskbench import backends
+from taskbench.messages import WORKLOADS, TaskMessage
+from taskbench.service.limits import BodySizeLimit
+from taskbench.service.store import StoreDep, open_store
+from taskbench.settings import Settings
+
+log = logging.getLogger("taskbench.service")
+router = APIRouter()
+
+
+class TaskIn(BaseModel):
+    """Body of ``POST /api/v1/incr/...``; every field has a default, so ``{}`` is a valid task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: int = Field(default=1, ge=1, le=1_000_000, description="added to the run's counter")
+    task_id: str = Field(
+        default_factory=lambda: uuid.uuid4().hex,
+        pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
+        description="unique per run; the ledger audits by it",
+    )
+    enqueued_at: float | None = Field(
+        default=None, ge=0, description="unix seconds; defaults to the time the API received it"
+    )
+
+
+class Accepted(BaseModel):
+    status: str
+    task_id: str
+    backend: str
+    mode: str
+    durable: bool
+
+
+@router.get("/health")
+async def health(store: StoreDep) -> dict[str, Any]:
+    return {"status": "ok", "backend": store.settings.backend, "run_id": store.settings.run_id}
+
+
+@router.post("/api/v1/incr/{kind}/{mode}/{backend}", status_code=202)
+async def incr(
+    kind: str,
+    mode: str,
+    backend: str,
+    store: StoreDep,
+    later: BackgroundTasks,
+    body: Annotated[TaskIn | None, Body()] = None,
+) -> Accepted:
+    body = body or TaskIn()
+    workload = f"{kind}/{mode}"
+    if workload not in WORKLOADS:
+        raise HTTPException(404, f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
+    if backend != store.settings.backend:
+        try:
+            backends.info(backend)
+        except backends.UnknownBackendError as exc:
+            raise HTTPException(404, str(exc)) from None
+        raise HTTPException(
+            404, f"this API serves backend {store.settings.backend!r}, not {backend!r}"
+        )
+    task = TaskMessage(
+        task_id=body.task_id,
+        workload=workload,
+        value=body.value,
+        enqueued_at=body.enqueued_at if body.enqueued_at is not None else time.time(),
+    )
+    mode_name = store.settings.enqueue_mode
+    if mode_name == "after-response":
+        # The seed's BackgroundTask(enqueue): the client gets 2xx before the broker has the task.
+        later.add_task(store.producer.enqueue, task, later)
+    else:
+        try:
+            await store.producer.enqueue(task, later)
+        except Exception as exc:
+            log.warning("enqueue of %s failed: %r", task.task_id, exc)
+            raise HTTPException(503, f"enqueue failed: {type(exc).__name__}: {exc}") from exc
+    return Accepted(
+        status="accepted",
+        task_id=task.task_id,
+        backend=store.settings.backend,
+        mode=mode_name,
+        durable=backends.info(store.settings.backend).durable and mode_name == "awaited",
+    )
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the API for one backend; settings default to the TASKBENCH_* environment."""
+    settings = settings or Settings()
+    backends.info(settings.backend)  # an unknown backend fails at start, not per request
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        async with open_store(settings) as store:
+            yield {"store": store}
+
+    app = FastAPI(title="taskbench reference service", lifespan=lifespan)
+    app.include_router(router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    return app

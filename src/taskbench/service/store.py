@@ -1,0 +1,43 @@
+"""The seed's Store, done with a lifespan: every client the API needs, opened once, closed once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import Depends, Request
+
+from taskbench import backends
+from taskbench.backends.base import ServiceContext
+from taskbench.workloads import Workloads
+
+if TYPE_CHECKING:
+    from taskbench.backends.base import Backend, Producer
+    from taskbench.settings import Settings
+
+
+@dataclass(frozen=True, kw_only=True)
+class Store:
+    settings: Settings
+    backend: Backend
+    producer: Producer
+    workloads: Workloads
+
+
+@asynccontextmanager
+async def open_store(settings: Settings) -> AsyncIterator[Store]:
+    backend = backends.load(settings.backend)
+    async with Workloads(settings) as workloads:
+        ctx = ServiceContext(settings=settings, workloads=workloads)
+        async with backend.producer(ctx) as producer:
+            yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads)
+
+
+def get_store(request: Request) -> Store:
+    store: Store = request.state.store
+    return store
+
+
+StoreDep = Annotated[Store, Depends(get_store)]

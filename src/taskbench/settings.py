@@ -1,0 +1,69 @@
+"""Settings shared by the reference service and the workers, read from TASKBENCH_* variables."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EnqueueMode = Literal["awaited", "after-response"]
+Broker = Literal["redis", "rabbitmq", "nats"]
+
+DEFAULT_BROKER_URLS: dict[str, str] = {
+    "rabbitmq": "amqp://guest:guest@127.0.0.1:5672/",
+    "nats": "nats://127.0.0.1:4222",
+}
+
+
+class Settings(BaseSettings):
+    """What one API or worker process needs to know about its run.
+
+    The harness passes these to every process it starts as environment variables, so that a
+    process started by hand (``taskbench serve`` / ``taskbench worker``) behaves the same way.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="TASKBENCH_", frozen=True, extra="ignore")
+
+    backend: str = "background"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    run_id: str = Field(default="manual", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    enqueue_mode: EnqueueMode = "awaited"
+    # where tasks travel; the ledger is always on redis_url
+    broker: Broker = "redis"
+    broker_url: str | None = None
+    # workload parameters (the same for every task of a run)
+    io_delay: float = Field(default=0.0, ge=0.0, le=60.0, description="seconds of simulated I/O")
+    cpu_iterations: int = Field(default=200_000, ge=0, le=100_000_000)
+    threads: int = Field(default=3, ge=1, le=1024, description="io/thread pool size (seed: 3)")
+    processes: int = Field(default=3, ge=1, le=256, description="cpu/process pool size (seed: 3)")
+    ledger: bool = Field(
+        default=True, description="record every execution; off only to measure the ledger's own cost"
+    )
+    # worker parameters
+    concurrency: int = Field(default=10, ge=1, le=10_000, description="tasks at once per worker")
+    shutdown_timeout: float = Field(default=10.0, ge=0.0, le=600.0)
+    task_timeout: float = Field(
+        default=60.0, ge=1.0, le=86_400.0,
+        description="longest a task may run; also how long a task of a dead worker waits to be retried",
+    )
+    redis_max_connections: int = Field(
+        default=256, ge=4, le=100_000,
+        description="Redis connections per process; tasks wait for a free one instead of failing",
+    )
+    # service parameters
+    max_body_bytes: int = Field(default=16_384, ge=256, le=10_485_760)
+
+    @property
+    def broker_address(self) -> str:
+        """The broker's URL: ``broker_url``, else Redis's, else the local default for the broker."""
+        if self.broker_url:
+            return self.broker_url
+        if self.broker == "redis":
+            return self.redis_url
+        return DEFAULT_BROKER_URLS[self.broker]
+
+    @property
+    def prefix(self) -> str:
+        """Key prefix of this run: everything the run writes to Redis starts with it."""
+        return f"taskbench:{self.run_id}:"

@@ -1,0 +1,194 @@
+"""The seed's five task bodies, shared by every backend; each one ends by writing the ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from taskbench.ledger import Ledger
+from taskbench.messages import NOOP, WORKLOADS, TaskMessage
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio as aioredis
+
+    from taskbench.settings import Settings
+
+
+def crunch(iterations: int) -> int:
+    """CPU-bound work: a pure-Python loop, so it holds the GIL like real number crunching."""
+    acc = 0
+    for i in range(iterations):
+        acc = (acc + i * i) % 1_000_003
+    return acc
+
+
+class Workloads:
+    """Runs tasks in one process: owns that process's Redis clients, thread and process pools.
+
+    The pools are created once, on first use, and shut down when the process's ``Workloads``
+    closes (an async context manager), never per task.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        import redis as redis_sync
+        import redis.asyncio as aioredis
+
+        self.settings = settings
+        self.ledger = Ledger(settings.prefix)
+        self.counter_key = f"{settings.prefix}counter"
+        # Blocking pools: under a burst a task waits for a connection rather than failing with
+        # "Too many connections" (redis-py's plain async pool raises at 100 since 6.x).
+        self.redis: aioredis.Redis = aioredis.Redis(
+            connection_pool=aioredis.BlockingConnectionPool.from_url(
+                settings.redis_url, max_connections=settings.redis_max_connections, timeout=30
+            )
+        )
+        self.redis_sync: redis.Redis = redis_sync.Redis(
+            connection_pool=redis_sync.BlockingConnectionPool.from_url(
+                settings.redis_url, max_connections=settings.threads + 4, timeout=30
+            )
+        )
+        self._threads: ThreadPoolExecutor | None = None
+        self._processes: ProcessPoolExecutor | None = None
+        self._dispatch: dict[str, Callable[[TaskMessage, float], Awaitable[None]]] = {
+            "io/simple": self._io_simple,
+            "io/sync": self._io_sync,
+            "io/thread": self._io_thread,
+            "cpu/simple": self._cpu_simple,
+            "cpu/process": self._cpu_process,
+            NOOP: self._noop,
+        }
+        assert set(self._dispatch) == {*WORKLOADS, NOOP}
+        # ledger off: executions are counted here and flushed to ``done_key`` in batches
+        self.done_key = f"{settings.prefix}done"
+        self._done = 0
+        self._flushed = 0
+        self._done_lock = threading.Lock()
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        await self.redis.ping()
+        if not self.settings.ledger:
+            self._flusher = asyncio.create_task(self._flush_loop())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+            await self._flush()
+        if self._threads is not None:
+            self._threads.shutdown(wait=True, cancel_futures=True)
+            self._threads = None
+        if self._processes is not None:
+            self._processes.shutdown(wait=True, cancel_futures=True)
+            self._processes = None
+        await self.redis.aclose(close_connection_pool=True)
+        self.redis_sync.close()
+        self.redis_sync.connection_pool.disconnect()
+
+    async def run(self, task: TaskMessage) -> None:
+        """Execute one task and record it in the ledger."""
+        try:
+            body = self._dispatch[task.workload]
+        except KeyError:
+            raise ValueError(f"unknown workload {task.workload!r}; known: {WORKLOADS}") from None
+        await body(task, time.time())
+
+    # -- the five bodies ------------------------------------------------------------------
+
+    async def _io_simple(self, task: TaskMessage, started: float) -> None:
+        if self.settings.io_delay:
+            await asyncio.sleep(self.settings.io_delay)
+        await self.redis.incrby(self.counter_key, task.value)
+        await self._record(task, started)
+
+    async def _io_sync(self, task: TaskMessage, started: float) -> None:
+        # Blocks the event loop on purpose: this is what a sync client in async code does.
+        self._sync_body(task, started)
+
+    async def _io_thread(self, task: TaskMessage, started: float) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._thread_pool(), self._sync_body, task, started)
+
+    async def _cpu_simple(self, task: TaskMessage, started: float) -> None:
+        crunch(self.settings.cpu_iterations)
+        await self.redis.incrby(self.counter_key, task.value)
+        await self._record(task, started)
+
+    async def _noop(self, task: TaskMessage, started: float) -> None:
+        await self._record(task, started)
+
+    async def _cpu_process(self, task: TaskMessage, started: float) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._process_pool(), crunch, self.settings.cpu_iterations)
+        await self.redis.incrby(self.counter_key, task.value)
+        await self._record(task, started)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _sync_body(self, task: TaskMessage, started: float) -> None:
+        if self.settings.io_delay:
+            time.sleep(self.settings.io_delay)
+        self.redis_sync.incrby(self.counter_key, task.value)
+        if not self.settings.ledger:
+            self._count_done()
+            return
+        self.ledger.record_sync(
+            self.redis_sync, task.task_id, task.enqueued_at, started, time.time()
+        )
+
+    async def _record(self, task: TaskMessage, started: float) -> None:
+        if not self.settings.ledger:
+            self._count_done()
+            return
+        await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time())
+
+    def _count_done(self) -> None:
+        with self._done_lock:
+            self._done += 1
+
+    async def _flush(self) -> None:
+        done = self._done
+        if done > self._flushed:
+            await self.redis.incrby(self.done_key, done - self._flushed)
+            self._flushed = done
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.02)
+            await self._flush()
+
+    def _thread_pool(self) -> Executor:
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(
+                max_workers=self.settings.threads, thread_name_prefix="taskbench-io"
+            )
+        return self._threads
+
+    def _process_pool(self) -> Executor:
+        if self._processes is None:
+            # spawn, not fork: the parent runs an event loop and threads that must not be cloned
+            self._processes = ProcessPoolExecutor(
+                max_workers=self.settings.processes,
+                mp_context=multiprocessing.get_context("spawn"),
+            )
+        return self._processes

@@ -1,0 +1,11 @@
+"""SAQ passes the conformance suite."""
+
+import pytest
+
+from tests.backends.conformance import Conformance
+
+pytestmark = pytest.mark.slow
+
+
+class TestSaq(Conformance):
+    backend = "saq"

@@ -1,0 +1,11 @@
+"""streaq passes the conformance suite."""
+
+import pytest
+
+from tests.backends.conformance import Conformance
+
+pytestmark = pytest.mark.slow
+
+
+class TestStreaq(Conformance):
+    backend = "streaq"
