@@ -88,7 +88,7 @@ def test_interrupt_mid_load_leaves_no_process(redis_url: str, out_dir: Path) -> 
     started = harness.children(recursive=True)
     assert len(started) >= 3, started  # the API, the worker and the load driver at least
     os.kill(proc.pid, signal.SIGINT)
-    proc.wait(timeout=60)
+    proc.communicate(timeout=60)  # reads the rest and closes the pipe
     _, alive = psutil.wait_procs(started, timeout=10)
     assert not alive, [p.cmdline() for p in alive]
     assert proc.returncode == 130
