@@ -87,6 +87,9 @@ def serve(
     _export(backend=backend, redis_url=redis_url, run_id=run_id, enqueue_mode=enqueue_mode,
             broker=broker, broker_url=broker_url)
     settings = _settings()
+    from taskbench.metrics import prepare_component
+
+    prepare_component(f"api-{os.getpid()}")  # shared by the uvicorn workers, before they import anything
     import uvicorn
 
     from taskbench.harness import HarnessError
@@ -128,6 +131,9 @@ def worker(
             broker=broker, broker_url=broker_url)
     settings = _settings()
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    from taskbench.metrics import prepare_component
+
+    prepare_component(f"worker-{os.getpid()}")  # before any library imports prometheus_client
     from taskbench.harness import HarnessError
     from taskbench.harness.redis_server import check_reachable
     from taskbench.worker import main

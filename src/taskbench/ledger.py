@@ -43,11 +43,13 @@ class Ledger:
         enqueued_at: float,
         started_at: float,
         finished_at: float,
-    ) -> None:
+    ) -> int:
+        """Record one execution; returns how many times this task has run, this one included."""
         async with client.pipeline(transaction=False) as pipe:
             pipe.hincrby(self.count_key, task_id, 1)
             pipe.hset(self.times_key, task_id, self._times(enqueued_at, started_at, finished_at))
-            await pipe.execute()
+            count, _ = await pipe.execute()
+        return int(count)
 
     def record_sync(
         self,
@@ -56,11 +58,12 @@ class Ledger:
         enqueued_at: float,
         started_at: float,
         finished_at: float,
-    ) -> None:
+    ) -> int:
         with client.pipeline(transaction=False) as pipe:
             pipe.hincrby(self.count_key, task_id, 1)
             pipe.hset(self.times_key, task_id, self._times(enqueued_at, started_at, finished_at))
-            pipe.execute()
+            count, _ = pipe.execute()
+        return int(count)
 
     def executed_count(self, client: redis.Redis) -> int:
         """Distinct task ids executed so far (cheap: one HLEN)."""

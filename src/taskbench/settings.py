@@ -51,6 +51,10 @@ class Settings(BaseSettings):
         default=256, ge=4, le=100_000,
         description="Redis connections per process; tasks wait for a free one instead of failing",
     )
+    # monitoring: every process serves /metrics; loopback unless told otherwise
+    metrics: bool = Field(default=True, description="HTTP metrics on the API (the task metrics are always on)")
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=0, ge=0, le=65535, description="a worker's /metrics port; 0 picks a free one")
     # service parameters
     max_body_bytes: int = Field(default=16_384, ge=256, le=10_485_760)
 
@@ -62,6 +66,11 @@ class Settings(BaseSettings):
         if self.broker == "redis":
             return self.redis_url
         return DEFAULT_BROKER_URLS[self.broker]
+
+    @property
+    def metrics_key(self) -> str:
+        """Hash of component -> its /metrics URL: how the harness and ``taskbench up`` find them."""
+        return f"{self.prefix}metrics"
 
     @property
     def prefix(self) -> str:

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from taskbench import backends
-from taskbench.backends.base import WorkerContext
+from taskbench.backends.base import CountsQueue, WorkerContext
 from taskbench.settings import Settings
 from taskbench.workloads import Workloads
 
+if TYPE_CHECKING:
+    from taskbench.backends.base import Backend
+
 log = logging.getLogger("taskbench.worker")
+
+#: how often a worker reads its queue's depth for the ``taskbench_queue_depth`` gauge
+DEPTH_INTERVAL = 1.0
 
 
 def ready_key(settings: Settings) -> str:
@@ -19,22 +29,57 @@ def ready_key(settings: Settings) -> str:
     return f"{settings.prefix}ready"
 
 
+@contextlib.asynccontextmanager
+async def metrics_server(settings: Settings, workloads: Workloads, component: str) -> AsyncIterator[str]:
+    """Serve this process's /metrics (with its pool children's) and register its URL in Redis."""
+    from prometheus_client import start_http_server
+
+    from taskbench.metrics import exposition_registry
+
+    server, thread = start_http_server(settings.metrics_port, addr=settings.metrics_host,
+                                       registry=exposition_registry())
+    url = f"http://{settings.metrics_host}:{server.server_port}/metrics"
+    await workloads.redis.hset(settings.metrics_key, component, url)
+    try:
+        yield url
+    finally:
+        # the harness scrapes after the stop, so the URL stays registered; the run's cleanup deletes it
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+async def _watch_depth(backend: Backend, settings: Settings, workloads: Workloads) -> None:
+    if not isinstance(backend, CountsQueue):
+        return  # the library offers no cheap way to count waiting tasks
+    while True:
+        try:
+            workloads.metrics.set_depth(await backend.queue_depth(settings, workloads.redis))
+        except Exception as exc:  # a broker hiccup must not stop the worker
+            log.debug("queue depth unavailable: %r", exc)
+        await asyncio.sleep(DEPTH_INTERVAL)
+
+
 async def run(settings: Settings) -> None:
     meta = backends.info(settings.backend)
     if not meta.has_worker:
         raise SystemExit(f"backend {meta.name!r} has no worker process: its tasks run in the API")
     backend = backends.load(meta.name)
-    async with Workloads(settings) as workloads:
+    component = f"worker:{os.getpid()}"
+    async with Workloads(settings) as workloads, metrics_server(settings, workloads, component) as url:
 
         async def ready() -> None:
-            field = f"worker:{os.getpid()}"
-            await workloads.redis.hset(ready_key(settings), field, str(time.time()))
-            log.info("%s worker %d ready", meta.name, os.getpid())
+            await workloads.redis.hset(ready_key(settings), component, str(time.time()))
+            log.info("%s worker %d ready, metrics at %s", meta.name, os.getpid(), url)
 
-        await backend.run_worker(
-            WorkerContext(settings=settings, execute=workloads.run, ready=ready)
-        )
-        await workloads.redis.hdel(ready_key(settings), f"worker:{os.getpid()}")
+        watcher = asyncio.create_task(_watch_depth(backend, settings, workloads))
+        try:
+            await backend.run_worker(WorkerContext(settings=settings, execute=workloads.run, ready=ready))
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        await workloads.redis.hdel(ready_key(settings), component)
 
 
 def main(settings: Settings) -> None:
@@ -43,6 +88,4 @@ def main(settings: Settings) -> None:
 
         uvloop.run(run(settings))
     except ImportError:  # pragma: no cover - uvloop is missing on Windows only
-        import asyncio
-
         asyncio.run(run(settings))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Self
 
 from taskbench.ledger import Ledger
 from taskbench.messages import NOOP, WORKLOADS, TaskMessage
+from taskbench.metrics import task_metrics
 
 if TYPE_CHECKING:
     import redis
@@ -43,6 +44,7 @@ class Workloads:
 
         self.settings = settings
         self.ledger = Ledger(settings.prefix)
+        self.metrics = task_metrics(settings.backend)
         self.counter_key = f"{settings.prefix}counter"
         # Blocking pools: under a burst a task waits for a connection rather than failing with
         # "Too many connections" (redis-py's plain async pool raises at 100 since 6.x).
@@ -111,7 +113,24 @@ class Workloads:
             body = self._dispatch[task.workload]
         except KeyError:
             raise ValueError(f"unknown workload {task.workload!r}; known: {WORKLOADS}") from None
-        await body(task, time.time())
+        metrics = self.metrics.task(task.workload)
+        metrics.started.inc()
+        metrics.in_progress.inc()
+        started = time.time()  # wall clock: compared with the API's enqueue time
+        clock = time.perf_counter()
+        try:
+            await body(task, started)
+        except Exception:
+            metrics.failed.inc()
+            raise
+        else:
+            finished = time.time()
+            metrics.succeeded.inc()
+            metrics.duration.observe(time.perf_counter() - clock)
+            metrics.queue_wait.observe(max(0.0, started - task.enqueued_at))
+            metrics.end_to_end.observe(max(0.0, finished - task.enqueued_at))
+        finally:
+            metrics.in_progress.dec()
 
     # -- the five bodies ------------------------------------------------------------------
 
@@ -152,15 +171,19 @@ class Workloads:
         if not self.settings.ledger:
             self._count_done()
             return
-        self.ledger.record_sync(
+        runs = self.ledger.record_sync(
             self.redis_sync, task.task_id, task.enqueued_at, started, time.time()
         )
+        if runs > 1:
+            self.metrics.task(task.workload).redelivered.inc()
 
     async def _record(self, task: TaskMessage, started: float) -> None:
         if not self.settings.ledger:
             self._count_done()
             return
-        await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time())
+        runs = await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time())
+        if runs > 1:
+            self.metrics.task(task.workload).redelivered.inc()
 
     def _count_done(self) -> None:
         with self._done_lock:

@@ -37,6 +37,14 @@ def _check_clean(case: dict, requests: int) -> None:
     assert s["time_to_run_all_s"] is not None and s["time_to_run_all_s"] > 0
     assert case["exit_codes"] and all(code in (0, -15) for code in case["exit_codes"].values())
     assert case["cleanup"]["kept"] is False
+    # every process's own counters agree with the ledger (warm-up included)
+    metrics = case["metrics"]
+    assert metrics["match"], metrics
+    assert metrics["totals"]["taskbench_tasks_succeeded_total"] == metrics["ledger_executions"] > requests
+    if case["has_worker"]:
+        workers = [name for name in metrics["components"] if name.startswith("worker:")]
+        assert len(workers) == case["workers"]
+        assert all(metrics["components"][w]["taskbench_tasks_succeeded_total"] > 0 for w in workers)
 
 
 def test_every_backend_runs_every_task_once(redis_url: str, out_dir: Path) -> None:

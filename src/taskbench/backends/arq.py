@@ -24,6 +24,7 @@ from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
 if TYPE_CHECKING:
+    import redis.asyncio as aioredis
     from fastapi import BackgroundTasks
 
     from taskbench.settings import Settings
@@ -106,6 +107,9 @@ class ArqBackend:
         finally:
             await worker.close()
 
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        # arq keeps a job in its sorted set until it finished: queued and running ones
+        return int(await redis.zcard(queue_name(settings)))
 
     async def purge(self, settings: Settings) -> None:
         pass  # Redis only: the harness deletes the run's keys

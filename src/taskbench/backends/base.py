@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import redis.asyncio as aioredis
     from fastapi import BackgroundTasks
 
     from taskbench.messages import TaskMessage
@@ -63,3 +64,11 @@ class Backend(Protocol):
 
         Redis keys are deleted by the harness (the run prefix and the registry's key patterns).
         """
+
+
+@runtime_checkable
+class CountsQueue(Protocol):
+    """Optional: a backend that can count its waiting tasks cheaply feeds ``taskbench_queue_depth``."""
+
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        """Tasks in the broker not yet finished; ``redis`` is the worker's client of the run's Redis."""

@@ -248,6 +248,10 @@ class SaqBackend:
         finally:
             await queue.disconnect()
 
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        # the list BLMOVE takes job ids from: queued, not yet started
+        return int(await redis.llen(f"saq:{queue_name(settings)}:queued"))
+
     async def purge(self, settings: Settings) -> None:
         pass  # Redis only: the harness deletes the run's keys
 

@@ -22,6 +22,7 @@ from taskbench.harness.envs import ensure_env, project_root, versions
 from taskbench.harness.machine import commit_info, machine_info
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.redis_server import check_broker, check_port_free, free_port, provide_redis
+from taskbench.harness.scrape import cross_check
 from taskbench.ledger import Ledger, audit
 from taskbench.settings import Settings
 
@@ -106,13 +107,14 @@ class Runner:
         cfg = self.config
         backend = backends.info(name)
         run_id = f"{self.run_id}-{index}-{name}"
+        logs = self.out_dir / "logs" / f"{index}-{name}"
         env_vars = self._settings_env(name, run_id, redis_url)
+        env_vars["TASKBENCH_METRICS_DIR"] = str(logs / "metrics")
         settings = Settings(backend=name, redis_url=redis_url, run_id=run_id)
         ledger = Ledger(settings.prefix)
         client = redis.Redis.from_url(redis_url)
         port = cfg.api_port or free_port()
         check_port_free("127.0.0.1", port)
-        logs = self.out_dir / "logs" / f"{index}-{name}"
         case: dict[str, Any] = {
             "backend": name,
             "broker": cfg.broker,
@@ -158,6 +160,7 @@ class Runner:
                 counts, times = ledger.read(client)
                 report = audit(load.accepted_ids, counts, times, deadline=drain_deadline,
                                ignore_prefix=WARMUP_PREFIX)
+                case["metrics"] = self._cross_check(client, settings, port, sum(counts.values()), case)
         finally:
             case["exit_codes"] = procs.exit_codes
             client_cleanup = self._cleanup(client, settings, backend)
@@ -235,6 +238,20 @@ class Runner:
                 return False, deadline
             time.sleep(0.05)
 
+    def _cross_check(self, client: Any, settings: Settings, port: int, executions: int,
+                     case: dict[str, Any]) -> dict[str, Any]:
+        """The processes' own counters must agree with the ledger: succeeded == executions."""
+        urls = {"api": f"http://127.0.0.1:{port}/metrics"}
+        urls.update({_text(k): _text(v) for k, v in client.hgetall(settings.metrics_key).items()})
+        checked = cross_check(urls, executions)
+        if not checked["match"]:
+            succeeded = checked["totals"].get("taskbench_tasks_succeeded_total", 0)
+            case["failures"].append(
+                f"metrics disagree with the ledger: {succeeded:.0f} tasks succeeded by the workers' "
+                f"counters, {executions} executions in the ledger"
+                + (f" ({'; '.join(checked['errors'])})" if checked["errors"] else ""))
+        return checked
+
     def _cleanup(self, client: Any, settings: Settings, backend: Any) -> dict[str, Any]:
         if self.config.keep:
             return {"kept": True, "prefix": settings.prefix}
@@ -256,6 +273,10 @@ class Runner:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(result, indent=1))
         tmp.replace(path)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _purge(python: Path, env_vars: dict[str, str], logs: Path) -> str:

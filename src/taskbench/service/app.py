@@ -83,11 +83,14 @@ async def incr(
         # The seed's BackgroundTask(enqueue): the client gets 2xx before the broker has the task.
         later.add_task(store.producer.enqueue, task, later)
     else:
+        clock = time.perf_counter()
         try:
             await store.producer.enqueue(task, later)
         except Exception as exc:
+            store.enqueue_metrics.errors.inc()
             log.warning("enqueue of %s failed: %r", task.task_id, exc)
             raise HTTPException(503, f"enqueue failed: {type(exc).__name__}: {exc}") from exc
+        store.enqueue_metrics.duration.observe(time.perf_counter() - clock)
     return Accepted(
         status="accepted",
         task_id=task.task_id,
@@ -110,4 +113,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="taskbench reference service", lifespan=lifespan)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if settings.metrics:
+        from taskbench.service.monitoring import instrument
+
+        instrument(app)
     return app

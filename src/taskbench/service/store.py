@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 
 from taskbench import backends
 from taskbench.backends.base import ServiceContext
+from taskbench.metrics import EnqueueMetrics, enqueue_metrics
 from taskbench.workloads import Workloads
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ class Store:
     backend: Backend
     producer: Producer
     workloads: Workloads
+    enqueue_metrics: EnqueueMetrics
 
 
 @asynccontextmanager
@@ -32,7 +34,8 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
     async with Workloads(settings) as workloads:
         ctx = ServiceContext(settings=settings, workloads=workloads)
         async with backend.producer(ctx) as producer:
-            yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads)
+            yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads,
+                        enqueue_metrics=enqueue_metrics(settings.backend))
 
 
 def get_store(request: Request) -> Store:

@@ -1,0 +1,81 @@
+"""Metrics: the names and labels of the clean set, and true totals across processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskbench.harness.processes import ProcessSet
+from taskbench.harness.redis_server import free_port
+from taskbench.harness.scrape import scrape
+from taskbench.ledger import Ledger
+from taskbench.metrics import exposition_registry, task_metrics
+from tests.helpers import request
+
+
+def test_task_metrics_follow_the_naming_guide() -> None:
+    from prometheus_client import generate_latest
+
+    child = task_metrics("unit-test").task("io/simple")
+    child.started.inc()
+    child.succeeded.inc()
+    child.duration.observe(0.02)
+    text = generate_latest(exposition_registry()).decode()
+    names = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line.startswith("taskbench_")}
+    assert {"taskbench_tasks_started_total", "taskbench_tasks_succeeded_total",
+            "taskbench_task_duration_seconds_bucket", "taskbench_task_queue_wait_seconds_count",
+            "taskbench_task_end_to_end_seconds_sum", "taskbench_tasks_in_progress"} <= names
+    line = next(x for x in text.splitlines() if x.startswith("taskbench_tasks_started_total{"))
+    assert 'backend="unit-test"' in line and 'task="io/simple"' in line and 'queue="default"' in line
+    assert "task_id" not in text
+    assert all(n.startswith("taskbench_") and not n.endswith("_ms") for n in names)
+
+
+@pytest.mark.slow
+def test_two_uvicorn_workers_report_true_totals(tmp_path: Path, redis_url: str, run_id: str,
+                                                client: redis.Redis) -> None:
+    """Each scrape hits one of two uvicorn workers; each must return the sum of both."""
+    port = free_port()
+    env = {**os.environ, "TASKBENCH_BACKEND": "background", "TASKBENCH_REDIS_URL": redis_url,
+           "TASKBENCH_RUN_ID": run_id, "TASKBENCH_METRICS_DIR": str(tmp_path / "metrics")}
+    with ProcessSet(env, stop_timeout=10) as procs:
+        api = procs.start("api", [sys.executable, "-m", "taskbench", "serve", "--port", str(port),
+                                  "--workers", "2"], tmp_path / "api.log")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if request(port, "GET", "/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert api.alive() and time.monotonic() < deadline, api.tail()
+            time.sleep(0.1)
+        ids = [f"m{i}" for i in range(60)]
+        body = '{{"task_id": "{}"}}'
+        with ThreadPoolExecutor(8) as pool:  # new connections: the kernel spreads them over both workers
+            codes = list(pool.map(lambda t: request(port, "POST", "/api/v1/incr/io/simple/background",
+                                                    body.format(t))[0], ids))
+        assert codes == [202] * len(ids)
+        ledger = Ledger(f"taskbench:{run_id}:")
+        while ledger.executed_count(client) < len(ids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        for _ in range(6):
+            totals = scrape(f"http://127.0.0.1:{port}/metrics")
+            assert totals["taskbench_tasks_succeeded_total"] == len(ids), totals
+            assert totals["http_requests_total"] == len(ids), totals
+        files = {p.name.split("_")[-1] for p in (tmp_path / "metrics").rglob("*.db")}
+        assert len(files) >= 2, f"expected the files of two uvicorn workers, got {files}"
+
+
+def test_worker_metrics_are_loopback_by_default() -> None:
+    from taskbench.settings import Settings
+
+    settings = Settings()
+    assert (settings.metrics_host, settings.metrics_port) == ("127.0.0.1", 0)
