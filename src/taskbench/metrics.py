@@ -21,10 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics import Counter, Gauge, Histogram
+    from prometheus_client.metrics_core import Metric
 
 ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+ROOT_ENV: Final = "TASKBENCH_COMPONENT_PID"
 #: seconds; from a no-op (~1 ms) to a task stuck for minutes
 BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                   120.0, 300.0)
@@ -41,6 +45,7 @@ def use_directory(path: Path) -> Path:
         shutil.rmtree(path)
     path.mkdir(parents=True)
     os.environ[ENV] = str(path)
+    os.environ[ROOT_ENV] = str(os.getpid())  # the component's root: its children inherit this
     return path
 
 
@@ -85,10 +90,48 @@ def exposition_registry() -> CollectorRegistry:
 
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
+        registry.register(ComponentCollector(int(os.environ.get(ROOT_ENV) or os.getpid())))
         return registry
     local = _registry()
     assert local is not None
     return local
+
+
+class ComponentCollector:
+    """CPU and memory of a whole component: its root process and every descendant (pools, workers).
+
+    prometheus_client's own process collector cannot run in multiprocess mode and would see one
+    process only; this one answers from whichever process serves the scrape.
+    """
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+
+    def collect(self) -> Iterator[Metric]:
+        import psutil
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        cpu = 0.0
+        rss = 0
+        processes = 0
+        try:
+            root = psutil.Process(self.root)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            tree = []
+        for proc in tree:
+            try:
+                times = proc.cpu_times()
+                cpu += times.user + times.system
+                rss += proc.memory_info().rss
+                processes += 1
+            except psutil.Error:
+                continue  # exited while we looked
+        yield CounterMetricFamily("taskbench_process_cpu_seconds", "CPU time of the component's processes.",
+                                  value=cpu)
+        yield GaugeMetricFamily("taskbench_process_resident_memory_bytes",
+                                "Resident memory of the component's processes.", value=rss)
+        yield GaugeMetricFamily("taskbench_processes", "Processes in the component.", value=processes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,82 @@
+"""Every panel of the Grafana dashboard returns data from a real Prometheus scraping a real stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskbench.harness.envs import ensure_env
+from taskbench.harness.processes import ProcessSet
+from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
+from taskbench.harness.redis_server import free_port
+from taskbench.ledger import Ledger
+from tests.helpers import request, served
+
+pytestmark = pytest.mark.slow
+
+DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "dashboards" / "taskbench.json"
+
+
+def _queries() -> list[tuple[str, str]]:
+    board = json.loads(DASHBOARD.read_text())
+    return [(panel["title"], target["expr"]) for panel in board["panels"] for target in panel["targets"]]
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
+    if not find_prometheus():
+        pytest.skip("prometheus is not installed (./run-tests installs it where apt-get is available)")
+    server = Prometheus(tmp_path / "prometheus", free_port())
+    server.start(dict(os.environ))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_every_panel_query_returns_data(prometheus: Prometheus, redis_url: str, run_id: str,
+                                        client: redis.Redis, tmp_path: Path) -> None:
+    python = str(ensure_env("arq", quiet=True))
+    env = {"TASKBENCH_BACKEND": "arq", "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": run_id,
+           "TASKBENCH_IO_DELAY": "0.02", "TASKBENCH_METRICS_DIR": str(tmp_path / "metrics")}
+    prefix = f"taskbench:{run_id}:"
+    with served(tmp_path, env, python=python) as port, \
+            ProcessSet({**os.environ, **env}, stop_timeout=10) as procs:
+        worker = procs.start("worker", [python, "-m", "taskbench", "worker"], tmp_path / "worker.log")
+        deadline = time.monotonic() + 60
+        while not client.hlen(f"{prefix}metrics"):
+            assert worker.alive() and time.monotonic() < deadline, worker.tail()
+            time.sleep(0.1)
+        worker_url = next(iter(client.hvals(f"{prefix}metrics"))).decode()
+        prometheus.set_targets([Target(url=f"http://127.0.0.1:{port}/metrics", backend="arq", component="api"),
+                                Target(url=worker_url, backend="arq", component="worker")])
+        ids = iter(range(10_000))
+
+        def post() -> int:
+            return request(port, "POST", "/api/v1/incr/io/simple/arq", f'{{"task_id": "d{next(ids)}"}}')[0]
+
+        for _ in range(8):  # load spread over several scrapes, so that rates have two samples
+            with ThreadPoolExecutor(4) as pool:
+                assert set(pool.map(lambda _: post(), range(25))) == {202}
+            time.sleep(1.0)
+        ledger = Ledger(prefix)
+        while ledger.executed_count(client) < 200 and time.monotonic() < deadline + 60:
+            time.sleep(0.1)
+        time.sleep(3)  # two more scrapes after the last task
+        health = {t["labels"]["component"]: t["health"] for t in prometheus.active_targets()}
+        assert health == {"api": "up", "worker": "up"}, prometheus.active_targets()
+        empty = []
+        for title, expr in _queries():
+            concrete = expr.replace("$backend", ".*").replace("$__rate_interval", "1m")
+            if not prometheus.query(concrete):
+                empty.append(f"{title}: {concrete}")
+        assert not empty, "panels without data:\n" + "\n".join(empty)
+        succeeded = prometheus.query('sum(taskbench_tasks_succeeded_total{backend="arq"})')
+        assert float(succeeded[0]["value"][1]) == 200
