@@ -10,11 +10,12 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 if TYPE_CHECKING:
+    from taskbench.harness.up import Stack
     from taskbench.settings import Settings
 
 app = typer.Typer(
@@ -239,6 +240,91 @@ def purge(backend: Backend = None, run_id: RunId = None, broker: BrokerOpt = Non
     _export(backend=backend, run_id=run_id, broker=broker, broker_url=broker_url)
     settings = _settings()
     asyncio.run(backends.load(settings.backend).purge(settings))
+
+
+@app.command(hidden=True)
+def dashboard(
+    backend: Backend = None,
+    host: Annotated[str, typer.Option(help="bind address; loopback unless you give --auth")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8100,
+    auth: Annotated[str | None, typer.Option(envvar="TASKBENCH_DASHBOARD_AUTH",
+                                             help="USER:PASSWORD for HTTP basic auth")] = None,
+) -> None:
+    """Serve a backend's own web dashboard (SAQ web, Flower); `taskbench up` starts it for you."""
+    import asyncio
+
+    from taskbench import backends
+    from taskbench.backends.base import HasDashboard
+
+    _export(backend=backend)
+    settings = _settings()
+    if host not in ("127.0.0.1", "localhost", "::1") and not auth:
+        _fail(f"--host {host}: this dashboard can change tasks; give --auth USER:PASSWORD")
+    if auth is not None and ":" not in auth:
+        _fail("--auth must be USER:PASSWORD")
+    impl = backends.load(settings.backend)
+    if not isinstance(impl, HasDashboard):
+        _fail(f"backend {settings.backend!r} has no dashboard")
+    asyncio.run(impl.run_dashboard(settings, host, port, auth))
+
+
+@app.command()
+def up(
+    backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "arq",
+    workers: Annotated[int, typer.Option(min=1, max=64, help="worker processes per backend")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, max=10_000, help="tasks at once per worker")] = 10,
+    redis_url: Annotated[str | None, typer.Option(help="use this Redis instead of an embedded one")] = None,
+    host: Annotated[str, typer.Option(help="bind address of the APIs and dashboards")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65000, help="first port; the others follow")] = 8000,
+    prometheus: Annotated[bool | None, typer.Option(help="start Prometheus (default: if installed)")] = None,
+    prometheus_port: Annotated[int, typer.Option(min=1, max=65535)] = 9090,
+    auth: Annotated[str | None, typer.Option(help="USER:PASSWORD for the dashboards beyond loopback")] = None,
+    output: Annotated[Path, typer.Option(help="folder for logs and Prometheus data")] = Path("results"),
+) -> None:
+    """Start the live stack (Redis, APIs, workers, dashboards, Prometheus), print its URLs, stop on Ctrl-C."""
+    from rich.console import Console
+    from rich.live import Live
+
+    from taskbench import backends as registry
+    from taskbench.harness import HarnessError
+    from taskbench.harness.up import Up, UpConfig, live_table
+
+    console = Console()
+    names = registry.available() if backends == "all" else [b.strip() for b in backends.split(",") if b.strip()]
+    try:
+        config = UpConfig(backends=tuple(names), workers=workers, concurrency=concurrency, redis_url=redis_url,
+                          host=host, port=port, prometheus=prometheus, prometheus_port=prometheus_port,
+                          auth=auth, output=output)
+    except ValueError as exc:
+        _fail(str(exc))
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    stack_up = Up(config, say=lambda text: console.print(f"[dim]{text}[/]"))
+    live: Live | None = None
+
+    def show(stack: Stack, rows: list[dict[str, Any]]) -> None:
+        nonlocal live
+        if live is None:
+            for url in stack.urls:
+                console.print(f"{url.name:28} {url.url}")
+            console.print("[dim]Ctrl-C stops everything[/]")
+            live = Live(live_table(rows), console=console, auto_refresh=False)
+            live.start()
+        live.update(live_table(rows), refresh=True)
+
+    try:
+        stack_up.serve_forever(show)
+    except HarnessError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if live is not None:
+            live.stop()
+    console.print("stopped; no process left running")
 
 
 @app.command()

@@ -32,6 +32,8 @@ class BackendInfo:
     brokers: tuple[str, ...] = ("redis",)
     #: Redis key patterns outside the run prefix that the library creates; ``{run_id}`` is filled
     key_patterns: tuple[str, ...] = ()
+    #: the library's own web dashboard, run by ``taskbench dashboard`` (``taskbench up`` starts it)
+    dashboard: str | None = None
 
     @property
     def module(self) -> str:
@@ -69,6 +71,7 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             summary="SAQ: asyncio worker on Redis lists (BLMOVE), JSON, sweeps and retries stuck jobs",
             redelivers=True,
             key_patterns=("saq:taskbench:{run_id}:*", "saq:job:taskbench:{run_id}:*", "saq:abort:{run_id}:*"),
+            dashboard="SAQ web",
         ),
         BackendInfo(
             name="faststream",

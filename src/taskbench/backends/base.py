@@ -72,3 +72,11 @@ class CountsQueue(Protocol):
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
         """Tasks in the broker not yet finished; ``redis`` is the worker's client of the run's Redis."""
+
+
+@runtime_checkable
+class HasDashboard(Protocol):
+    """Optional: the library's own web dashboard, served by ``taskbench dashboard``."""
+
+    async def run_dashboard(self, settings: Settings, host: str, port: int, auth: str | None) -> None:
+        """Serve until SIGINT/SIGTERM; ``auth`` is ``user:password`` for HTTP basic auth, or None."""

@@ -252,6 +252,19 @@ class SaqBackend:
         # the list BLMOVE takes job ids from: queued, not yet started
         return int(await redis.llen(f"saq:{queue_name(settings)}:queued"))
 
+    async def run_dashboard(self, settings: Settings, host: str, port: int, auth: str | None) -> None:
+        """SAQ's web UI (it can retry and abort jobs: loopback, or basic auth)."""
+        from saq.web.starlette import saq_web
+
+        from taskbench.service.basic_auth import serve_asgi
+
+        queue = _queue(settings, 8)
+        await queue.connect()
+        try:
+            await serve_asgi(saq_web("", [queue]), host, port, auth)
+        finally:
+            await queue.disconnect()
+
     async def purge(self, settings: Settings) -> None:
         pass  # Redis only: the harness deletes the run's keys
 

@@ -6,7 +6,8 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -81,6 +82,20 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Ignore SIGINT/SIGTERM for the block (main thread only: elsewhere signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
 class ProcessSet:
     """Starts processes and guarantees that all of them are stopped on exit, whatever happened."""
 
@@ -108,10 +123,13 @@ class ProcessSet:
         return [p for p in self.procs if not p.alive()]
 
     def stop_all(self) -> dict[str, int | None]:
-        # Reverse start order: the API (no new tasks) before the workers, servers last.
-        for proc in reversed(self.procs):
-            self.exit_codes[proc.name] = proc.stop(timeout=self.stop_timeout)
-        self.procs.clear()
+        # Reverse start order: the API (no new tasks) before the workers, servers last. A second
+        # Ctrl-C (or a signal forwarded twice, as uv and timeout do) must not cut this loop short:
+        # the stop is bounded anyway (SIGKILL after ``stop_timeout``).
+        with _interrupts_deferred():
+            for proc in reversed(self.procs):
+                self.exit_codes[proc.name] = proc.stop(timeout=self.stop_timeout)
+            self.procs.clear()
         return self.exit_codes
 
     def __enter__(self) -> Self:

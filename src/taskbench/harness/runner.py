@@ -255,17 +255,7 @@ class Runner:
     def _cleanup(self, client: Any, settings: Settings, backend: Any) -> dict[str, Any]:
         if self.config.keep:
             return {"kept": True, "prefix": settings.prefix}
-        deleted = 0
-        patterns = [f"{settings.prefix}*", *backend.owned_key_patterns(settings.run_id)]
-        for pattern in patterns:
-            batch: list[bytes] = []
-            for key in client.scan_iter(match=pattern, count=1000):
-                batch.append(key)
-                if len(batch) >= 1000:
-                    deleted += int(client.unlink(*batch))
-                    batch.clear()
-            if batch:
-                deleted += int(client.unlink(*batch))
+        patterns, deleted = delete_run_keys(client, settings.run_id, backend)
         return {"kept": False, "patterns": patterns, "deleted_keys": deleted}
 
     def _write(self, result: dict[str, Any]) -> None:
@@ -273,6 +263,22 @@ class Runner:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(result, indent=1))
         tmp.replace(path)
+
+
+def delete_run_keys(client: Any, run_id: str, backend: backends.BackendInfo) -> tuple[list[str], int]:
+    """Delete the run's keys (its prefix and the library's own key patterns); never anything else."""
+    deleted = 0
+    patterns = [f"taskbench:{run_id}:*", *backend.owned_key_patterns(run_id)]
+    for pattern in patterns:
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += int(client.unlink(*batch))
+                batch.clear()
+        if batch:
+            deleted += int(client.unlink(*batch))
+    return patterns, deleted
 
 
 def _text(value: bytes | str) -> str:

@@ -8,13 +8,16 @@ import urllib.request
 from collections.abc import Iterable
 from typing import Any
 
-#: the counters the cross-check adds up over every component
+#: what a scrape adds up over every sample (the cross-check, ``taskbench up``'s live counts)
 TOTALS = (
     "taskbench_tasks_started_total",
     "taskbench_tasks_succeeded_total",
     "taskbench_tasks_failed_total",
     "taskbench_tasks_redelivered_total",
     "taskbench_enqueue_errors_total",
+    "taskbench_tasks_in_progress",
+    "taskbench_queue_depth",
+    "http_requests_total",
 )
 
 
@@ -24,7 +27,7 @@ def scrape(url: str, timeout: float = 5.0) -> dict[str, float]:
 
     with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback URLs we registered
         text = resp.read().decode()
-    sums: dict[str, float] = dict.fromkeys((*TOTALS, "http_requests_total"), 0.0)
+    sums: dict[str, float] = dict.fromkeys(TOTALS, 0.0)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name in sums:

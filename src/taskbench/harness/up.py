@@ -1,0 +1,221 @@
+"""``taskbench up``: the live stack for exploring by hand, with its URLs and live counts, until Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taskbench import backends
+from taskbench.harness import HarnessError
+from taskbench.harness.envs import ensure_env
+from taskbench.harness.processes import Managed, ProcessSet
+from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
+from taskbench.harness.redis_server import check_port_free, provide_redis
+from taskbench.harness.runner import delete_run_keys, healthy
+from taskbench.harness.scrape import scrape
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpConfig:
+    backends: tuple[str, ...] = ("arq",)
+    workers: int = 1
+    concurrency: int = 10
+    redis_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000  # the first API; the others follow, then the dashboards
+    prometheus: bool | None = None  # None: start one if installed
+    prometheus_port: int = 9090
+    auth: str | None = None  # user:password for the dashboards when bound beyond loopback
+    output: Path = Path("results")
+    startup_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in self.backends:
+            backends.info(name)
+        if self.host not in LOOPBACK and self.auth is None:
+            raise ValueError(f"--host {self.host} exposes dashboards that can retry and abort tasks: "
+                             "give --auth USER:PASSWORD")
+        if self.auth is not None and ":" not in self.auth:
+            raise ValueError("--auth must be USER:PASSWORD")
+
+
+@dataclass
+class Url:
+    name: str
+    url: str
+
+
+@dataclass
+class Stack:
+    urls: list[Url] = field(default_factory=list)
+    apis: dict[str, str] = field(default_factory=dict)  # backend -> metrics URL
+    prefixes: dict[str, str] = field(default_factory=dict)  # backend -> run prefix
+    prometheus: Prometheus | None = None
+
+
+class Up:
+    def __init__(self, config: UpConfig, say: Callable[[str], None] = print) -> None:
+        self.config = config
+        self.say = say
+        self.run_id = f"up-{uuid.uuid4().hex[:8]}"
+        self.folder = config.output / self.run_id
+
+    def serve_forever(self, show: Callable[[Stack, list[dict[str, Any]]], None]) -> None:
+        """Start everything, call ``show`` with live counts every second until interrupted."""
+        cfg = self.config
+        pythons = {name: ensure_env(backends.info(name).extra) for name in cfg.backends}
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with provide_redis(cfg.redis_url, self.folder, say=self.say) as (redis_url, _), \
+                ProcessSet(dict(os.environ), stop_timeout=10) as procs:
+            import redis
+
+            client = redis.Redis.from_url(redis_url)
+            try:
+                stack = self._start(procs, pythons, redis_url, client)
+                while True:
+                    for proc in procs.dead():
+                        raise HarnessError(f"{proc.name} exited with code {proc.exit_code()}: {proc.tail(5)}")
+                    rows = self._counts(stack, client)
+                    if stack.prometheus:
+                        stack.prometheus.set_targets(self._targets(stack, client))
+                    show(stack, rows)
+                    time.sleep(1.0)
+            finally:
+                for name in cfg.backends:
+                    delete_run_keys(client, f"{self.run_id}-{name}", backends.info(name))
+                client.close()
+
+    # -- pieces ---------------------------------------------------------------------------
+
+    def _start(self, procs: ProcessSet, pythons: dict[str, Path], redis_url: str, client: Any) -> Stack:
+        cfg = self.config
+        stack = Stack()
+        port = cfg.port
+        waiting: list[tuple[Managed, str]] = []
+        for name in cfg.backends:
+            meta = backends.info(name)
+            run_id = f"{self.run_id}-{name}"
+            env = {
+                "TASKBENCH_BACKEND": name, "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": run_id,
+                "TASKBENCH_CONCURRENCY": str(cfg.concurrency),
+                "TASKBENCH_METRICS_DIR": str(self.folder / "metrics" / name), "PYTHONUNBUFFERED": "1",
+            }
+            python = str(pythons[name])
+            logs = self.folder / "logs" / name
+            check_port_free(cfg.host, port)
+            api = procs.start(f"{name}-api", [python, "-m", "taskbench", "serve", "--host", cfg.host,
+                                              "--port", str(port)], logs / "api.log", env=env)
+            waiting.append((api, f"http://127.0.0.1:{port}/health"))
+            shown = "127.0.0.1" if cfg.host in LOOPBACK else cfg.host
+            stack.urls.append(Url(f"{name} API", f"http://{shown}:{port}/docs"))
+            stack.apis[name] = f"http://127.0.0.1:{port}/metrics"
+            stack.prefixes[name] = f"taskbench:{run_id}:"
+            port += 1
+            for i in range(cfg.workers if meta.has_worker else 0):
+                procs.start(f"{name}-worker-{i}", [python, "-m", "taskbench", "worker"],
+                            logs / f"worker-{i}.log", env=env)
+            if meta.dashboard:
+                check_port_free(cfg.host, port)
+                dash_env = {**env, **({"TASKBENCH_DASHBOARD_AUTH": cfg.auth} if cfg.auth else {})}
+                dash = procs.start(f"{name}-dashboard", [python, "-m", "taskbench", "dashboard", "--host", cfg.host,
+                                                         "--port", str(port)], logs / "dashboard.log", env=dash_env)
+                waiting.append((dash, f"http://127.0.0.1:{port}/"))
+                stack.urls.append(Url(f"{name} {meta.dashboard}", f"http://{shown}:{port}/"))
+                port += 1
+        self._wait(procs, waiting, client, stack)
+        if cfg.prometheus is not False:
+            if find_prometheus():
+                stack.prometheus = Prometheus(self.folder / "prometheus", cfg.prometheus_port)
+                check_port_free("127.0.0.1", cfg.prometheus_port)
+                stack.prometheus.set_targets(self._targets(stack, client))
+                stack.prometheus.start(dict(os.environ))
+                procs.procs.append(stack.prometheus.proc)  # stopped with the rest
+                stack.urls.append(Url("Prometheus", f"{stack.prometheus.url}/graph"))
+            elif cfg.prometheus:
+                raise HarnessError("prometheus is not installed (Debian/Ubuntu: apt-get install prometheus)")
+            else:
+                self.say("prometheus not installed: live counts only (apt-get install prometheus to add it)")
+        for name, url in stack.apis.items():
+            stack.urls.append(Url(f"{name} API metrics", url))
+        return stack
+
+    def _wait(self, procs: ProcessSet, waiting: list[tuple[Managed, str]], client: Any, stack: Stack) -> None:
+        deadline = time.monotonic() + self.config.startup_timeout
+        workers = {name: (self.config.workers if backends.info(name).has_worker else 0) for name in stack.apis}
+        while True:
+            for proc in procs.dead():
+                raise HarnessError(f"{proc.name} exited during start-up (code {proc.exit_code()}); its log "
+                                   f"({proc.log_path}) ends:\n{proc.tail()}")
+            answered = all(_answers(url) for _, url in waiting)
+            registered = all(int(client.hlen(f"{stack.prefixes[n]}ready")) >= w for n, w in workers.items())
+            if answered and registered:
+                return
+            if time.monotonic() > deadline:
+                raise HarnessError(f"the stack was not ready within {self.config.startup_timeout:.0f} s "
+                                   f"(logs in {self.folder / 'logs'})")
+            time.sleep(0.2)
+
+    def _worker_urls(self, stack: Stack, client: Any) -> dict[str, dict[str, str]]:
+        return {name: {k.decode(): v.decode() for k, v in client.hgetall(f"{prefix}metrics").items()}
+                for name, prefix in stack.prefixes.items()}
+
+    def _targets(self, stack: Stack, client: Any) -> list[Target]:
+        targets = [Target(url=url, backend=name, component="api") for name, url in stack.apis.items()]
+        for name, urls in self._worker_urls(stack, client).items():
+            targets += [Target(url=url, backend=name, component="worker") for url in urls.values()]
+        return targets
+
+    def _counts(self, stack: Stack, client: Any) -> list[dict[str, Any]]:
+        rows = []
+        workers = self._worker_urls(stack, client)
+        for name, api_url in stack.apis.items():
+            row: dict[str, Any] = {"backend": name, "workers": len(workers[name])}
+            for url in [api_url, *workers[name].values()]:
+                try:
+                    sums = scrape(url, timeout=1.0)
+                except (OSError, ValueError):
+                    continue
+                for key, value in sums.items():
+                    row[key] = row.get(key, 0.0) + value
+            rows.append(row)
+        return rows
+
+
+def _answers(url: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    if url.endswith("/health"):
+        return healthy(int(url.split(":")[2].split("/")[0]))
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:  # noqa: S310 - our own loopback URL
+            return bool(resp.status < 500)
+    except urllib.error.HTTPError as exc:
+        return exc.code == 401  # behind basic auth: it answers
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def live_table(rows: list[dict[str, Any]]) -> Any:
+    """The live counts as a rich table."""
+    from rich.table import Table
+
+    table = Table(title="live counts (from every process's /metrics)", title_justify="left")
+    for column in ("backend", "workers", "requests", "started", "succeeded", "failed", "in progress",
+                   "queue depth"):
+        table.add_column(column, justify="left" if column == "backend" else "right")
+    for row in rows:
+        table.add_row(
+            row["backend"], str(row["workers"]),
+            *(f"{row.get(key, 0):.0f}" for key in (
+                "http_requests_total", "taskbench_tasks_started_total", "taskbench_tasks_succeeded_total",
+                "taskbench_tasks_failed_total", "taskbench_tasks_in_progress", "taskbench_queue_depth")),
+        )
+    return table

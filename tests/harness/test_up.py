@@ -1,0 +1,61 @@
+"""``taskbench up``: every URL it prints answers; Ctrl-C leaves no process; no open dashboard off loopback."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from taskbench.harness.prometheus import find_prometheus
+from taskbench.harness.redis_server import free_port
+
+TB = [sys.executable, "-m", "taskbench"]
+
+
+@pytest.mark.slow
+def test_up_serves_every_url_and_stops_cleanly(redis_url: str, tmp_path: Path) -> None:
+    base = free_port()
+    prometheus_port = free_port()
+    proc = subprocess.Popen(
+        [*TB, "up", "--backends", "arq,saq", "--redis-url", redis_url, "--port", str(base),
+         "--prometheus-port", str(prometheus_port), "--output", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    assert proc.stdout is not None
+    urls: list[str] = []
+    deadline = time.monotonic() + 240
+    for line in proc.stdout:
+        urls += re.findall(r"http://127\.0\.0\.1:\d+/\S*", line)
+        if "Ctrl-C stops everything" in line or time.monotonic() > deadline:
+            break
+    started = psutil.Process(proc.pid).children(recursive=True)
+    try:
+        names = {u.split("/")[-1] or "root" for u in urls}
+        assert {"docs", "metrics", "root"} <= names, urls  # APIs, their metrics, SAQ web
+        if find_prometheus():
+            assert any(u.endswith("/graph") for u in urls), urls
+        for url in urls:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                assert resp.status == 200, url
+    finally:
+        os.kill(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=90)
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+    assert "stopped; no process left running" in out
+
+
+def test_up_refuses_an_open_dashboard_beyond_loopback(tmp_path: Path) -> None:
+    out = subprocess.run([*TB, "up", "--backends", "saq", "--host", "0.0.0.0", "--output", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2
+    assert "--auth USER:PASSWORD" in out.stderr
+    assert "Traceback" not in out.stderr
