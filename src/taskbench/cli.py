@@ -176,6 +176,7 @@ def run(
     pin: Annotated[str, typer.Option(help="core placement: auto | off | 'api=0;workers=1;driver=1;redis=0'")] = "auto",
     api_port: Annotated[int | None, typer.Option(min=1, max=65535, help="API port (default: a free one)")] = None,
     timeout: Annotated[float, typer.Option(min=0.1, max=600, help="per-request timeout, seconds")] = 30.0,
+    http_metrics: Annotated[bool, typer.Option(help="the API's HTTP request metrics middleware")] = True,
 ) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
     from rich.console import Console
@@ -207,7 +208,7 @@ def run(
             io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
             broker=broker, broker_url=broker_url,  # type: ignore[arg-type]
             output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout,
-            api_port=api_port, placement=Placement.parse(pin),
+            api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
         )
     except ValueError as exc:
         _fail(str(exc))

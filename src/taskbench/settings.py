@@ -52,7 +52,9 @@ class Settings(BaseSettings):
         description="Redis connections per process; tasks wait for a free one instead of failing",
     )
     # monitoring: every process serves /metrics; loopback unless told otherwise
-    metrics: bool = Field(default=True, description="HTTP metrics on the API (the task metrics are always on)")
+    metrics: bool = Field(
+        default=True, description="HTTP request metrics on the API (task and enqueue metrics are always on)"
+    )
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=0, ge=0, le=65535, description="a worker's /metrics port; 0 picks a free one")
     # service parameters

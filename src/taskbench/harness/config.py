@@ -79,6 +79,7 @@ class RunConfig:
     stop_timeout: float = 10.0
     task_timeout: float = 60.0
     api_port: int | None = None
+    http_metrics: bool = True
     placement: Placement = field(default_factory=Placement)
 
     def __post_init__(self) -> None:

@@ -98,6 +98,7 @@ class Runner:
             "TASKBENCH_CONCURRENCY": str(cfg.concurrency),
             "TASKBENCH_SHUTDOWN_TIMEOUT": str(cfg.stop_timeout),
             "TASKBENCH_TASK_TIMEOUT": str(cfg.task_timeout),
+            "TASKBENCH_METRICS": str(cfg.http_metrics).lower(),
             "PYTHONUNBUFFERED": "1",
         }
 

@@ -113,8 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="taskbench reference service", lifespan=lifespan)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    if settings.metrics:
-        from taskbench.service.monitoring import instrument
+    from taskbench.service.monitoring import instrument
 
-        instrument(app)
+    instrument(app, http=settings.metrics)
     return app

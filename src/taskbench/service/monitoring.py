@@ -9,8 +9,8 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 
-def instrument(app: FastAPI) -> None:
-    """HTTP request counts and latency by handler, method and status, served with the task metrics.
+def instrument(app: FastAPI, *, http: bool = True) -> None:
+    """``GET /metrics`` with the task and enqueue metrics, and (``http``) the HTTP request metrics.
 
     The instrumentator's middleware is pure ASGI. In multiprocess mode (``taskbench serve``) its
     metrics land in the same directory as the task and enqueue metrics, so ``/metrics`` on any
@@ -23,11 +23,12 @@ def instrument(app: FastAPI) -> None:
     from taskbench.metrics import ENV, exposition_registry
 
     http_registry = CollectorRegistry()  # never the global default: two apps in a process must not clash
-    Instrumentator(
-        excluded_handlers=["/metrics", "/health"],
-        should_group_status_codes=False,  # 202 vs 422 vs 503 is the point
-        registry=http_registry,
-    ).instrument(app)
+    if http:
+        Instrumentator(
+            excluded_handlers=["/metrics", "/health"],
+            should_group_status_codes=False,  # 202 vs 422 vs 503 is the point
+            registry=http_registry,
+        ).instrument(app)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
