@@ -80,7 +80,9 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
         ),
         BackendInfo(
             name="celery",
-            summary="Celery: prefork worker with late acks, coroutines on one loop per process",
+            summary="Celery: late acks, threads pool beside one event loop per worker process, JSON",
+            redelivers=True,
+            dashboard="Flower",
             brokers=("redis", "rabbitmq"),
         ),
         BackendInfo(

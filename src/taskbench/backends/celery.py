@@ -1,0 +1,236 @@
+"""Celery: the API publishes through kombu off its event loop; an embedded Celery worker runs the tasks.
+
+Wiring (Celery 5.7, kombu 5.7), and why:
+- JSON only (``task_serializer``, ``accept_content``); results are ignored, the ledger records runs;
+- at-least-once: ``task_acks_late`` with ``task_reject_on_worker_lost`` and a prefetch of one per
+  slot, so a task is acknowledged only once it finished and a dead worker's task goes back to the
+  queue. On Redis an unacknowledged message is restored after ``visibility_timeout`` (=
+  ``--task-timeout``, the longest a task may run: a shorter one would redeliver running tasks);
+  RabbitMQ redelivers as soon as the dead worker's connection closes. kombu sweeps for such messages
+  every ``task_timeout / 4`` s here (its default is about every 100 s);
+- every key lives under the run prefix (kombu's ``global_keyprefix``), the queue is named after the
+  run, so nothing is shared with other runs and the harness can delete it all;
+- ``apply_async`` is blocking I/O: the API runs it in a bounded thread pool, never on its event loop,
+  and answers once it returned (with RabbitMQ, ``confirm_publish`` makes that the broker's ack);
+- coroutines: Celery 5.7 has no ``async def`` tasks. Instead of a custom pool package we keep one
+  long-lived event loop per worker process (the process's own, which owns the Workloads' clients)
+  and run Celery's ``threads`` pool beside it: a pool thread hands the coroutine to that loop with
+  ``run_coroutine_threadsafe`` and waits. The seed's ``run_until_complete`` on a loop taken at import
+  time is gone, and so is prefork's "daemonic processes are not allowed to have children": the
+  cpu/process workload's pool is a child of the worker process itself;
+- the worker is Celery's ``WorkController`` (no CLI, no signal handlers of its own) in a thread;
+  SIGTERM/SIGINT on our loop start Celery's warm shutdown, which waits for running tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from celery import Celery
+
+from taskbench.backends.base import ServiceContext, WorkerContext
+from taskbench.messages import TaskMessage
+from taskbench.settings import Settings
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from fastapi import BackgroundTasks
+
+log = logging.getLogger("taskbench.backends.celery")
+
+FUNCTION = "taskbench_execute"
+#: threads publishing for the API; kombu's producer pool is shared between them
+PUBLISHERS = 32
+
+
+def queue_name(settings: Settings) -> str:
+    return f"{settings.prefix}celery"
+
+
+def make_app(settings: Settings) -> Celery:
+    app = Celery("taskbench", broker=settings.broker_address, set_as_current=False)
+    transport: dict[str, Any] = {}
+    if settings.broker == "redis":
+        transport = {
+            "global_keyprefix": settings.prefix,
+            "visibility_timeout": settings.task_timeout,
+            # kombu's default sweep for expired unacked messages runs about every 100 s
+            "unacked_restore_interval": max(1, min(10, round(settings.task_timeout / 4))),
+            "unacked_restore_throttle": 1,
+        }
+    else:
+        transport = {"confirm_publish": True}
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        event_serializer="json",
+        task_ignore_result=True,
+        result_backend=None,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=queue_name(settings),
+        task_create_missing_queues=True,
+        broker_transport_options=transport,
+        broker_connection_retry_on_startup=True,
+        broker_pool_limit=PUBLISHERS,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,  # Flower asks for them at run time when it is watching
+        timezone="UTC",
+    )
+    return app
+
+
+async def _first(*events: asyncio.Event) -> None:
+    waiters = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+def _message(payload: dict[str, Any]) -> TaskMessage:
+    return TaskMessage.from_dict(payload)
+
+
+class _Producer:
+    def __init__(self, app: Celery, executor: ThreadPoolExecutor) -> None:
+        self._app = app
+        self._executor = executor
+        self._publish = functools.partial(app.send_task, FUNCTION)
+
+    async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(
+            self._executor, functools.partial(self._publish, args=(task.to_dict(),), task_id=task.task_id)
+        )
+
+
+class CeleryBackend:
+    @asynccontextmanager
+    async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
+        app = make_app(ctx.settings)
+        executor = ThreadPoolExecutor(PUBLISHERS, thread_name_prefix="taskbench-celery-publish")
+        try:
+            yield _Producer(app, executor)
+        finally:
+            executor.shutdown(wait=True)
+            app.close()
+
+    async def run_worker(self, ctx: WorkerContext) -> None:
+        from celery.worker import WorkController
+
+        settings = ctx.settings
+        app = make_app(settings)
+        loop = asyncio.get_running_loop()
+        execute = ctx.execute
+
+        async def run_one(payload: dict[str, Any]) -> None:
+            await execute(_message(payload))
+
+        @app.task(name=FUNCTION, acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator,unused-ignore]
+        def run(payload: dict[str, Any]) -> None:
+            # a pool thread: the coroutine runs on the process's loop, the thread waits for it
+            asyncio.run_coroutine_threadsafe(run_one(payload), loop).result()
+
+        ready, done, stopping = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        def on_ready(_: Any) -> None:  # the consumer is consuming
+            loop.call_soon_threadsafe(ready.set)
+
+        worker = WorkController(
+            ready_callback=on_ready,
+            app=app,
+            hostname=f"taskbench-{os.getpid()}@{socket.gethostname()}",
+            pool_cls="threads",
+            concurrency=settings.concurrency,
+            queues=[queue_name(settings)],
+            without_mingle=True,
+            without_gossip=True,
+            loglevel="WARNING",
+        )
+
+        def serve() -> None:
+            try:
+                worker.start()
+            finally:
+                loop.call_soon_threadsafe(done.set)
+
+        def stop() -> None:
+            if not stopping.is_set():
+                stopping.set()
+                # warm shutdown blocks until running tasks finish, and they need this loop: not here
+                threading.Thread(target=worker.stop, name="taskbench-celery-stop", daemon=True).start()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+        threading.Thread(target=serve, name="taskbench-celery-worker", daemon=True).start()
+        try:
+            await _first(ready, done)
+            if done.is_set():
+                raise RuntimeError("the Celery worker stopped during start-up (see its log)")
+            await ctx.ready()
+            await _first(done, stopping)
+            # running tasks may finish within the stop timeout; what is left is redelivered
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), settings.shutdown_timeout)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        if settings.broker != "redis":
+            raise NotImplementedError("queue depth is read on Redis only")
+        # kombu's list for the queue, under the global key prefix
+        return int(await redis.llen(settings.prefix + queue_name(settings)))
+
+    async def run_dashboard(self, settings: Settings, host: str, port: int, auth: str | None) -> None:
+        """Flower, replacing this process (it runs its own Tornado loop and signal handling)."""
+        import sys
+
+        argv = [sys.executable, "-m", "celery", "-A", "taskbench.backends.celery:flower_app", "flower",
+                f"--address={host}", f"--port={port}", "--url_prefix="]
+        if auth:
+            argv.append(f"--basic-auth={auth}")
+        os.execv(sys.executable, argv)  # noqa: S606 - our own interpreter and arguments
+
+    async def purge(self, settings: Settings) -> None:
+        """Delete the run's queue on RabbitMQ (on Redis the harness deletes the run's keys)."""
+        if settings.broker == "redis":
+            return
+        app = make_app(settings)
+        try:
+            with app.connection_for_write() as conn:
+                channel = conn.default_channel
+                with contextlib.suppress(Exception):
+                    channel.queue_delete(queue_name(settings))
+                with contextlib.suppress(Exception):
+                    channel.exchange_delete(queue_name(settings))
+        finally:
+            app.close()
+
+
+def __getattr__(name: str) -> Any:
+    # ``celery -A taskbench.backends.celery:flower_app flower``: the app of the TASKBENCH_* run
+    if name == "flower_app":
+        app = make_app(Settings())
+        app.conf.worker_send_task_events = True
+        return app
+    raise AttributeError(name)
+
+
+backend = CeleryBackend()
