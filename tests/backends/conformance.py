@@ -168,7 +168,8 @@ class Conformance:
             victim.popen.wait()  # type: ignore[union-attr]
             st.start_worker()
             counts = st.wait_executed(len(ids), timeout=45)
-            report = {"redelivered": sum(1 for t in ids if counts.get(t)), "of": len(ids)}
+            report = {"redelivered": sum(1 for t in ids if counts.get(t)), "of": len(ids),
+                      "runs": {t: counts.get(t, 0) for t in ids}}
             print(f"{self.backend} SIGKILL mid-task: {report}")
             if self.meta.redelivers:
                 assert counts == dict.fromkeys(ids, 1), report

@@ -75,8 +75,8 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
         ),
         BackendInfo(
             name="faststream",
-            summary="FastStream: competing consumers (Redis stream group, RabbitMQ queue, NATS JetStream)",
-            brokers=("redis", "rabbitmq", "nats"),
+            summary="FastStream: Redis stream consumer group, ack after the handler, XAUTOCLAIM of idle entries",
+            redelivers=True,
         ),
         BackendInfo(
             name="celery",
@@ -87,12 +87,14 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
         ),
         BackendInfo(
             name="taskiq",
-            summary="Taskiq: async worker on a Redis stream broker (or RabbitMQ)",
-            brokers=("redis", "rabbitmq"),
+            summary="Taskiq: async receiver on a Redis stream consumer group, acks when executed, idle reclaim",
+            redelivers=True,
+            key_patterns=("autoclaim:taskbench:{run_id}:*",),
         ),
         BackendInfo(
             name="dramatiq",
-            summary="Dramatiq: Redis broker, AsyncIO middleware, acks after the actor finishes",
+            summary="Dramatiq: Redis broker, acks after the actor returned, dead workers' messages requeued",
+            redelivers=True,
         ),
         BackendInfo(
             name="streaq",

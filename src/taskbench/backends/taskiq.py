@@ -1,0 +1,153 @@
+"""Taskiq: the API kicks tasks into a Redis stream; a Taskiq receiver in the worker runs them.
+
+Wiring (taskiq 0.13, taskiq-redis 1.2), and why:
+- taskiq-redis's ``RedisStreamBroker`` (a stream read through a consumer group), not the list or
+  pub/sub brokers: a message is delivered to one consumer and stays pending until it is acked;
+- the stream, the consumer group and so the reclaim lock (``autoclaim:<group>:<stream>``, listed in
+  the registry) are named after the run; each worker process is a consumer of its own name;
+- JSON serializer (taskiq's default, set explicitly); no result backend: the ledger records runs;
+- at-least-once: the receiver acks ``WHEN_EXECUTED``, after the task returned (taskiq's default acks
+  when the result is saved, which with no result backend is the same moment, but it is stated here);
+  a dead consumer's pending messages are claimed (XAUTOCLAIM) by another worker once idle for
+  ``--task-timeout``. taskiq-redis only tries that after a read that returned new messages, so on an
+  idle queue a dead worker's tasks were never re-run: ``_StreamBroker.listen`` reclaims after every
+  read, including empty ones;
+- the group is created reading from the start of the stream (``consumer_id="0"``), so tasks sent
+  before any worker started are delivered too;
+- concurrency: ``max_async_tasks`` = ``--concurrency``; SIGTERM/SIGINT stop fetching and wait up to
+  ``--stop-timeout`` for running tasks (``wait_tasks_timeout``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from redis.asyncio import Redis
+from taskiq import AckableMessage, AsyncBroker
+from taskiq.acks import AcknowledgeType
+from taskiq.kicker import AsyncKicker
+from taskiq.receiver import Receiver
+from taskiq.serializers import JSONSerializer
+from taskiq_redis import RedisStreamBroker
+
+from taskbench.backends.base import ServiceContext, WorkerContext
+from taskbench.messages import TaskMessage
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from fastapi import BackgroundTasks
+
+    from taskbench.settings import Settings
+
+FUNCTION = "taskbench_execute"
+#: ms a worker blocks in XREADGROUP before it looks for a dead consumer's messages again
+BLOCK_MS = 1000
+
+
+def stream_name(settings: Settings) -> str:
+    return f"{settings.prefix}taskiq"
+
+
+class _StreamBroker(RedisStreamBroker):  # type: ignore[misc,unused-ignore]
+    """taskiq-redis's stream broker, reclaiming idle messages after every read, not only busy ones."""
+
+    async def listen(self) -> AsyncGenerator[AckableMessage, None]:
+        async with Redis(connection_pool=self.connection_pool) as redis_conn:
+            while True:
+                fetched: Any = await redis_conn.xreadgroup(
+                    self.consumer_group_name, self.consumer_name, {self.queue_name: ">"},
+                    block=self.block, noack=False, count=self.count,
+                )
+                for stream, entries in fetched or []:
+                    for entry_id, fields in entries:
+                        yield AckableMessage(data=fields[b"data"], ack=self._ack_generator(entry_id, stream))
+                reclaimed: Any = await redis_conn.xautoclaim(
+                    self.queue_name, self.consumer_group_name, self.consumer_name,
+                    min_idle_time=self.idle_timeout, count=self.unacknowledged_batch_size,
+                )
+                for entry_id, fields in reclaimed[1]:
+                    if fields:  # an entry deleted meanwhile comes back empty
+                        yield AckableMessage(data=fields[b"data"],
+                                             ack=self._ack_generator(entry_id, self.queue_name))
+
+
+def make_broker(settings: Settings) -> AsyncBroker:
+    broker = _StreamBroker(
+        url=settings.broker_address,
+        queue_name=stream_name(settings),
+        consumer_group_name=stream_name(settings),
+        consumer_name=f"worker-{os.getpid()}",
+        consumer_id="0",
+        xread_block=BLOCK_MS,
+        idle_timeout=int(settings.task_timeout * 1000),
+        max_connection_pool_size=settings.redis_max_connections,
+    )
+    result: AsyncBroker = broker.with_serializer(JSONSerializer())
+    return result
+
+
+class _Producer:
+    def __init__(self, broker: AsyncBroker) -> None:
+        self._kicker: AsyncKicker[Any, Any] = AsyncKicker(task_name=FUNCTION, broker=broker, labels={})
+
+    async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
+        await self._kicker.with_task_id(task.task_id).kiq(task.to_dict())
+
+
+class TaskiqBackend:
+    @asynccontextmanager
+    async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
+        broker = make_broker(ctx.settings)
+        await broker.startup()
+        try:
+            yield _Producer(broker)
+        finally:
+            await broker.shutdown()
+
+    async def run_worker(self, ctx: WorkerContext) -> None:
+        settings = ctx.settings
+        broker = make_broker(settings)
+        execute = ctx.execute
+
+        async def run(payload: dict[str, Any]) -> None:
+            await execute(TaskMessage.from_dict(payload))
+
+        broker.register_task(run, task_name=FUNCTION)
+        broker.is_worker_process = True
+        await broker.startup()
+        receiver = Receiver(
+            broker,
+            max_async_tasks=settings.concurrency,
+            run_startup=False,
+            ack_type=AcknowledgeType.WHEN_EXECUTED,
+            wait_tasks_timeout=settings.shutdown_timeout,
+        )
+        finish = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, finish.set)
+        try:
+            listening = asyncio.create_task(receiver.listen(finish))
+            await ctx.ready()
+            await listening
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await broker.shutdown()
+
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        # entries the group has not delivered yet (Redis 7's XINFO GROUPS "lag")
+        name = stream_name(settings)
+        groups = await redis.xinfo_groups(name)
+        return sum(int(g.get("lag") or 0) for g in groups if g["name"] in (name, name.encode()))
+
+    async def purge(self, settings: Settings) -> None:
+        pass  # Redis only: the harness deletes the run's keys
+
+
+backend = TaskiqBackend()

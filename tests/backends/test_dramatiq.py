@@ -1,0 +1,11 @@
+"""Dramatiq passes the conformance suite."""
+
+import pytest
+
+from tests.backends.conformance import Conformance
+
+pytestmark = pytest.mark.slow
+
+
+class TestDramatiq(Conformance):
+    backend = "dramatiq"

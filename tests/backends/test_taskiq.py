@@ -1,0 +1,11 @@
+"""Taskiq passes the conformance suite."""
+
+import pytest
+
+from tests.backends.conformance import Conformance
+
+pytestmark = pytest.mark.slow
+
+
+class TestTaskiq(Conformance):
+    backend = "taskiq"
