@@ -1,4 +1,4 @@
-"""FastStream passes the conformance suite."""
+"""FastStream passes the conformance suite on Redis, RabbitMQ and NATS JetStream."""
 
 import pytest
 
@@ -9,3 +9,13 @@ pytestmark = pytest.mark.slow
 
 class TestFaststream(Conformance):
     backend = "faststream"
+
+
+class TestFaststreamRabbitMQ(Conformance):
+    backend = "faststream"
+    broker = "rabbitmq"
+
+
+class TestFaststreamNats(Conformance):
+    backend = "faststream"
+    broker = "nats"

@@ -1,4 +1,4 @@
-"""Taskiq passes the conformance suite."""
+"""Taskiq passes the conformance suite, on Redis and on RabbitMQ."""
 
 import pytest
 
@@ -9,3 +9,8 @@ pytestmark = pytest.mark.slow
 
 class TestTaskiq(Conformance):
     backend = "taskiq"
+
+
+class TestTaskiqRabbitMQ(Conformance):
+    backend = "taskiq"
+    broker = "rabbitmq"

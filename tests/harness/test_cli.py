@@ -43,6 +43,11 @@ def test_unreachable_redis_is_one_line(out_dir: Path) -> None:
         (["--model", "open"], "open model needs"),
         (["--users", "0"], "Invalid value"),
         (["--pin", "gpu=0"], "--pin"),
+        (["--backends", "arq", "--broker", "nats"], "backend 'arq' does not run on 'nats'"),
+        (["--backends", "celery", "--broker", "rabbitmq", "--broker-url", "amqp://guest:guest@127.0.0.1:1/"],
+         "cannot reach RabbitMQ at 127.0.0.1:1"),
+        (["--backends", "faststream", "--broker", "nats", "--broker-url", "nats://127.0.0.1:1"],
+         "cannot reach NATS at 127.0.0.1:1"),
     ],
 )
 def test_bad_options_are_one_line(args: list[str], message: str, redis_url: str, out_dir: Path) -> None:

@@ -75,8 +75,9 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
         ),
         BackendInfo(
             name="faststream",
-            summary="FastStream: Redis stream consumer group, ack after the handler, XAUTOCLAIM of idle entries",
+            summary="FastStream: competing consumers (Redis stream group, RabbitMQ quorum queue, NATS JetStream)",
             redelivers=True,
+            brokers=("redis", "rabbitmq", "nats"),
         ),
         BackendInfo(
             name="celery",
@@ -89,6 +90,7 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             name="taskiq",
             summary="Taskiq: async receiver on a Redis stream consumer group, acks when executed, idle reclaim",
             redelivers=True,
+            brokers=("redis", "rabbitmq"),
             key_patterns=("autoclaim:taskbench:{run_id}:*",),
         ),
         BackendInfo(

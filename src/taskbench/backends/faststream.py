@@ -1,32 +1,39 @@
-"""FastStream: the API publishes to a Redis stream; workers consume it as a consumer group.
+"""FastStream: competing consumers on a Redis stream group, a RabbitMQ queue or a NATS JetStream consumer.
 
 Wiring (FastStream 0.7), and why. The seed subscribed on Redis pub/sub: with no worker running every
-message was lost, and with two workers every task ran twice. Here:
-- a Redis stream named after the run, read through one consumer group by competing consumers, one
-  consumer name per worker process: each message goes to one worker, and waits in the stream while
-  no worker runs (the group is created from the stream's start by whichever process comes first;
-  FastStream would create it at the end, skipping what was sent before the first worker);
-- ``AckPolicy.NACK_ON_ERROR``: a message is acked after its handler returned, and stays pending when
-  it raised or its worker died;
-- a dead consumer's pending messages are claimed by a second subscriber of the same group that reads
-  with XAUTOCLAIM (``min_idle_time`` = ``--task-timeout``); FastStream's single-command alternative,
-  XREADGROUP's CLAIM option, needs Redis 8.4;
-- ``max_workers`` = ``--concurrency`` tasks at once in one worker process; JSON messages (a dict);
-- SIGTERM/SIGINT stop the subscribers and give running handlers ``graceful_timeout`` =
-  ``--stop-timeout``; what is cut off stays pending and is claimed by another worker.
+message was lost, and with two workers every task ran twice. Here every broker delivers each message
+to one worker, keeps it while no worker runs, and takes it back from a worker that died:
+
+- **Redis** (default): a stream named after the run, read by one consumer group, one consumer name per
+  worker process; the group is created from the stream's start by whichever process comes first
+  (FastStream would create it at the end, skipping what was sent before the first worker). A dead
+  consumer's pending entries are claimed by a second subscriber of the same group reading with
+  XAUTOCLAIM (``min_idle_time`` = ``--task-timeout``); FastStream's one-command alternative,
+  XREADGROUP's CLAIM option, needs Redis 8.4. ``max_workers`` = ``--concurrency``.
+- **RabbitMQ** (``--broker rabbitmq``): a quorum queue named after the run, declared by the API before
+  it publishes (a message published to a missing queue is dropped), persistent messages on a
+  publisher-confirm channel, ``prefetch_count`` = ``--concurrency``; a dead worker's unacked
+  messages are redelivered when its connection closes.
+- **NATS** (``--broker nats``): a JetStream stream and subject named after the run, created by the API
+  or the first worker; publishing waits for JetStream's ack; one durable pull consumer shared by the
+  workers, ``ack_wait`` = ``--task-timeout`` so a dead worker's message is redelivered.
+
+On every broker, ``AckPolicy.NACK_ON_ERROR``: a message is acked after its handler returned and stays
+unacknowledged when it raised or its worker died. Messages are JSON. SIGTERM/SIGINT stop the
+subscribers and give running handlers ``graceful_timeout`` = ``--stop-timeout``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from faststream import AckPolicy
-from faststream.redis import RedisBroker, StreamSub
 
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
@@ -37,25 +44,50 @@ if TYPE_CHECKING:
 
     from taskbench.settings import Settings
 
-#: ms a subscriber blocks in XREADGROUP / sleeps between XAUTOCLAIM rounds
+#: ms a Redis subscriber blocks in XREADGROUP / sleeps between XAUTOCLAIM rounds
 POLL_MS = 1000
+Handler = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def stream_name(settings: Settings) -> str:
     return f"{settings.prefix}faststream"
 
 
+def _nats_names(settings: Settings) -> tuple[str, str]:
+    """JetStream stream (letters, digits, - and _ only) and subject of the run."""
+    token = re.sub(r"[^A-Za-z0-9_-]", "_", settings.run_id)
+    return f"taskbench-{token}-faststream", f"taskbench.{token}.faststream"
+
+
 def _broker(settings: Settings) -> Any:
-    return RedisBroker(settings.broker_address, graceful_timeout=settings.shutdown_timeout,
-                       max_connections=settings.redis_max_connections, logger=None)
+    common: dict[str, Any] = {"graceful_timeout": settings.shutdown_timeout, "logger": None}
+    if settings.broker == "rabbitmq":
+        from faststream.rabbit import RabbitBroker
+
+        return RabbitBroker(settings.broker_address, **common)
+    if settings.broker == "nats":
+        from faststream.nats import NatsBroker
+
+        return NatsBroker(settings.broker_address, **common)
+    from faststream.redis import RedisBroker
+
+    return RedisBroker(settings.broker_address, max_connections=settings.redis_max_connections, **common)
 
 
-async def _ensure_group(settings: Settings) -> None:
-    """Create the stream's group reading from its start, whoever comes first (API or worker).
+def _rabbit_queue(settings: Settings) -> Any:
+    from faststream.rabbit import QueueType, RabbitQueue
 
-    FastStream creates a missing group at the stream's end (``$``): tasks sent before the first worker
-    started would never be delivered.
-    """
+    return RabbitQueue(stream_name(settings), queue_type=QueueType.QUORUM, durable=True)
+
+
+def _jstream(settings: Settings) -> Any:
+    from faststream.nats import JStream
+
+    name, subject = _nats_names(settings)
+    return JStream(name, subjects=[subject])
+
+
+async def _ensure_redis_group(settings: Settings) -> None:
     import redis.asyncio as aioredis
     from redis.exceptions import ResponseError
 
@@ -69,23 +101,77 @@ async def _ensure_group(settings: Settings) -> None:
         await client.aclose()
 
 
+async def _ensure_nats_stream(settings: Settings) -> None:
+    import nats
+
+    name, subject = _nats_names(settings)
+    client = await nats.connect(settings.broker_address)
+    try:
+        await client.jetstream().add_stream(name=name, subjects=[subject])  # same config: a no-op
+    finally:
+        await client.close()
+
+
+async def _declare(settings: Settings, broker: Any) -> None:
+    """Make sure the destination exists before anything is published or consumed."""
+    if settings.broker == "redis":
+        await _ensure_redis_group(settings)
+    elif settings.broker == "rabbitmq":
+        await broker.declare_queue(_rabbit_queue(settings))
+    else:
+        await _ensure_nats_stream(settings)
+
+
+def _subscribe(settings: Settings, broker: Any, handle: Handler) -> None:
+    common: dict[str, Any] = {"ack_policy": AckPolicy.NACK_ON_ERROR}
+    if settings.broker == "rabbitmq":
+        from faststream.rabbit import Channel
+
+        broker.subscriber(_rabbit_queue(settings), channel=Channel(prefetch_count=settings.concurrency),
+                          **common)(handle)
+    elif settings.broker == "nats":
+        from faststream.nats import PullSub
+        from nats.js.api import ConsumerConfig
+
+        _, subject = _nats_names(settings)
+        broker.subscriber(
+            subject, stream=_jstream(settings), durable="workers", pull_sub=PullSub(batch_size=settings.concurrency),
+            config=ConsumerConfig(ack_wait=settings.task_timeout, max_ack_pending=-1),
+            max_workers=settings.concurrency, **common,
+        )(handle)
+    else:
+        from faststream.redis import StreamSub
+
+        name, consumer = stream_name(settings), f"worker-{os.getpid()}"
+        fresh = StreamSub(name, group=name, consumer=consumer, polling_interval=POLL_MS)
+        stale = StreamSub(name, group=name, consumer=consumer, polling_interval=POLL_MS,
+                          min_idle_time=int(settings.task_timeout * 1000))
+        for sub in (fresh, stale):
+            broker.subscriber(stream=sub, max_workers=settings.concurrency, **common)(handle)
+
+
 class _Producer:
     def __init__(self, broker: Any, settings: Settings) -> None:
         self._broker = broker
-        self._stream = stream_name(settings)
+        if settings.broker == "rabbitmq":
+            self._target: dict[str, Any] = {"queue": _rabbit_queue(settings), "persist": True}
+        elif settings.broker == "nats":
+            name, subject = _nats_names(settings)
+            self._target = {"subject": subject, "stream": name}  # waits for JetStream's ack
+        else:
+            self._target = {"stream": stream_name(settings)}  # XADD
 
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
-        # XADD: returns once Redis appended the entry
-        await self._broker.publish(task.to_dict(), stream=self._stream, correlation_id=task.task_id)
+        await self._broker.publish(task.to_dict(), correlation_id=task.task_id, **self._target)
 
 
 class FaststreamBackend:
     @asynccontextmanager
     async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
-        await _ensure_group(ctx.settings)
         broker = _broker(ctx.settings)
         await broker.connect()
         try:
+            await _declare(ctx.settings, broker)
             yield _Producer(broker, ctx.settings)
         finally:
             await broker.stop()
@@ -94,24 +180,18 @@ class FaststreamBackend:
         settings = ctx.settings
         broker = _broker(settings)
         execute = ctx.execute
-        name, group, consumer = stream_name(settings), stream_name(settings), f"worker-{os.getpid()}"
 
         async def handle(payload: dict[str, Any]) -> None:
             await execute(TaskMessage.from_dict(payload))
 
-        # new entries, and the entries a dead consumer left pending
-        await _ensure_group(settings)
-        fresh = StreamSub(name, group=group, consumer=consumer, polling_interval=POLL_MS)
-        stale = StreamSub(name, group=group, consumer=consumer, polling_interval=POLL_MS,
-                          min_idle_time=int(settings.task_timeout * 1000))
-        for sub in (fresh, stale):
-            broker.subscriber(stream=sub, max_workers=settings.concurrency,
-                              ack_policy=AckPolicy.NACK_ON_ERROR)(handle)
+        _subscribe(settings, broker, handle)
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
         try:
+            await broker.connect()
+            await _declare(settings, broker)
             await broker.start()
             await ctx.ready()
             await stopping.wait()
@@ -121,12 +201,32 @@ class FaststreamBackend:
             await broker.stop()
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        if settings.broker != "redis":
+            raise NotImplementedError("queue depth is read on Redis only")
         name = stream_name(settings)
         groups: Any = await redis.xinfo_groups(name)
         return sum(int(g.get("lag") or 0) for g in groups if g["name"] in (name, name.encode()))
 
     async def purge(self, settings: Settings) -> None:
-        pass  # Redis only for now: the harness deletes the run's keys
+        """Delete the run's RabbitMQ queue or JetStream stream (on Redis the harness deletes the keys)."""
+        if settings.broker == "rabbitmq":
+            import aio_pika
+
+            connection = await aio_pika.connect(settings.broker_address)
+            async with connection:
+                channel = await connection.channel()
+                await channel.queue_delete(stream_name(settings))
+        elif settings.broker == "nats":
+            import nats
+            from nats.js.errors import NotFoundError
+
+            client = await nats.connect(settings.broker_address)
+            try:
+                await client.jetstream().delete_stream(_nats_names(settings)[0])
+            except NotFoundError:
+                pass
+            finally:
+                await client.close()
 
 
 backend = FaststreamBackend()

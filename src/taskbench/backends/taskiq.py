@@ -14,6 +14,9 @@ Wiring (taskiq 0.13, taskiq-redis 1.2), and why:
   read, including empty ones;
 - the group is created reading from the start of the stream (``consumer_id="0"``), so tasks sent
   before any worker started are delivered too;
+- RabbitMQ (``--broker rabbitmq``, taskiq-aio-pika 0.6): an exchange, a quorum queue and a dead-letter
+  queue named after the run, persistent messages on a publisher-confirm channel, ``qos`` =
+  ``--concurrency``; a dead worker's unacked messages are redelivered when its connection closes;
 - concurrency: ``max_async_tasks`` = ``--concurrency``; SIGTERM/SIGINT stop fetching and wait up to
   ``--stop-timeout`` for running tasks (``wait_tasks_timeout``).
 """
@@ -76,7 +79,28 @@ class _StreamBroker(RedisStreamBroker):  # type: ignore[misc,unused-ignore]
                                              ack=self._ack_generator(entry_id, self.queue_name))
 
 
+def _rabbit_names(settings: Settings) -> tuple[str, str, str]:
+    """Exchange, queue and dead-letter queue of the run on RabbitMQ."""
+    base = stream_name(settings)
+    return base, base, f"{base}.dead_letter"
+
+
 def make_broker(settings: Settings) -> AsyncBroker:
+    if settings.broker == "rabbitmq":
+        from taskiq_aio_pika import AioPikaBroker, Exchange, Queue
+
+        exchange, queue, dead = _rabbit_names(settings)
+        # quorum queues (taskiq-aio-pika's default) keep every message on disk; messages are
+        # persistent and published on a confirming channel, so kiq() returns once RabbitMQ has it
+        rabbit = AioPikaBroker(
+            url=settings.broker_address,
+            qos=settings.concurrency,
+            exchange=Exchange(name=exchange),
+            task_queues=[Queue(name=queue)],
+            dead_letter_queue=Queue(name=dead),
+        )
+        result: AsyncBroker = rabbit.with_serializer(JSONSerializer())
+        return result
     broker = _StreamBroker(
         url=settings.broker_address,
         queue_name=stream_name(settings),
@@ -87,8 +111,8 @@ def make_broker(settings: Settings) -> AsyncBroker:
         idle_timeout=int(settings.task_timeout * 1000),
         max_connection_pool_size=settings.redis_max_connections,
     )
-    result: AsyncBroker = broker.with_serializer(JSONSerializer())
-    return result
+    streamed: AsyncBroker = broker.with_serializer(JSONSerializer())
+    return streamed
 
 
 class _Producer:
@@ -141,13 +165,26 @@ class TaskiqBackend:
             await broker.shutdown()
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        if settings.broker != "redis":
+            raise NotImplementedError("queue depth is read on Redis only")
         # entries the group has not delivered yet (Redis 7's XINFO GROUPS "lag")
         name = stream_name(settings)
         groups = await redis.xinfo_groups(name)
         return sum(int(g.get("lag") or 0) for g in groups if g["name"] in (name, name.encode()))
 
     async def purge(self, settings: Settings) -> None:
-        pass  # Redis only: the harness deletes the run's keys
+        """Delete the run's exchange and queues on RabbitMQ (on Redis the harness deletes the keys)."""
+        if settings.broker != "rabbitmq":
+            return
+        import aio_pika
+
+        connection = await aio_pika.connect(settings.broker_address)
+        async with connection:
+            channel = await connection.channel()
+            exchange, queue, dead = _rabbit_names(settings)
+            for name in (queue, dead):
+                await channel.queue_delete(name)
+            await channel.exchange_delete(exchange)
 
 
 backend = TaskiqBackend()
