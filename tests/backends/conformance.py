@@ -95,21 +95,26 @@ class Conformance:
             "TASKBENCH_CPU_ITERATIONS": "10000",
             **{f"TASKBENCH_{k.upper()}": str(v) for k, v in settings.items()},
         }
-        with served(tmp, env, python=python) as port:
-            st = Stack(self.backend, python, env, tmp, port)
-            try:
-                yield st
-            finally:
-                st.procs.stop_all()
-                if self.broker != "redis":
-                    subprocess.run([python, "-m", "taskbench", "purge"], env={**os.environ, **env},
-                                   check=True, timeout=60, capture_output=True)
-                keys = list(st.client.scan_iter(match=f"{st.prefix}*"))
-                for pattern in backends.info(self.backend).owned_key_patterns(run_id):
-                    keys += list(st.client.scan_iter(match=pattern))
-                if keys:
-                    st.client.unlink(*keys)
-                st.client.close()
+        client = redis.Redis.from_url(redis_url)
+        try:
+            with served(tmp, env, python=python) as port:
+                st = Stack(self.backend, python, env, tmp, port)
+                try:
+                    yield st
+                finally:
+                    st.procs.stop_all()
+                    st.client.close()
+        finally:
+            # after every process of the stack stopped, the API included: nothing can write any more
+            if self.broker != "redis":
+                subprocess.run([python, "-m", "taskbench", "purge"], env={**os.environ, **env},
+                               check=True, timeout=60, capture_output=True)
+            keys = list(client.scan_iter(match=f"taskbench:{run_id}:*"))
+            for pattern in backends.info(self.backend).owned_key_patterns(run_id):
+                keys += list(client.scan_iter(match=pattern))
+            if keys:
+                client.unlink(*keys)
+            client.close()
 
     @property
     def meta(self) -> backends.BackendInfo:

@@ -88,6 +88,7 @@ class Up:
                     show(stack, rows)
                     time.sleep(1.0)
             finally:
+                procs.stop_all()  # first: a process still running could write keys after the cleanup
                 for name in cfg.backends:
                     delete_run_keys(client, f"{self.run_id}-{name}", backends.info(name))
                 client.close()
