@@ -29,7 +29,6 @@ import contextlib
 import functools
 import logging
 import os
-import signal
 import socket
 import threading
 from collections.abc import AsyncIterator
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
+from taskbench.backends._worker import blocking_execute, stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 from taskbench.settings import Settings
@@ -137,17 +137,13 @@ class CeleryBackend:
         settings = ctx.settings
         app = make_app(settings)
         loop = asyncio.get_running_loop()
-        execute = ctx.execute
-
-        async def run_one(payload: dict[str, Any]) -> None:
-            await execute(_message(payload))
+        execute = blocking_execute(ctx.execute)
 
         @app.task(name=FUNCTION, acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator,unused-ignore]
         def run(payload: dict[str, Any]) -> None:
-            # a pool thread: the coroutine runs on the process's loop, the thread waits for it
-            asyncio.run_coroutine_threadsafe(run_one(payload), loop).result()
+            execute(payload)  # a pool thread: the task runs on the process's loop
 
-        ready, done, stopping = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        ready, done = asyncio.Event(), asyncio.Event()
 
         def on_ready(_: Any) -> None:  # the consumer is consuming
             loop.call_soon_threadsafe(ready.set)
@@ -171,15 +167,11 @@ class CeleryBackend:
                 loop.call_soon_threadsafe(done.set)
 
         def stop() -> None:
-            if not stopping.is_set():
-                stopping.set()
-                # warm shutdown blocks until running tasks finish, and they need this loop: not here
-                threading.Thread(target=worker.stop, name="taskbench-celery-stop", daemon=True).start()
+            # warm shutdown blocks until running tasks finish, and they need this loop: not here
+            threading.Thread(target=worker.stop, name="taskbench-celery-stop", daemon=True).start()
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop)
         threading.Thread(target=serve, name="taskbench-celery-worker", daemon=True).start()
-        try:
+        with stop_requested(stop) as stopping:
             await _first(ready, done)
             if done.is_set():
                 raise RuntimeError("the Celery worker stopped during start-up (see its log)")
@@ -188,9 +180,6 @@ class CeleryBackend:
             # running tasks may finish within the stop timeout; what is left is redelivered
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), settings.shutdown_timeout)
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
         if settings.broker != "redis":

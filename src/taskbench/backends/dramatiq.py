@@ -23,9 +23,8 @@ Wiring (dramatiq 2.2), and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-import signal
-import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -36,6 +35,7 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.encoder import JSONEncoder
 from dramatiq.middleware import AgeLimit, Retries, ShutdownNotifications, TimeLimit
 
+from taskbench.backends._worker import blocking_execute, stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
@@ -101,39 +101,27 @@ class DramatiqBackend:
         settings = ctx.settings
         broker = make_broker(settings)
         loop = asyncio.get_running_loop()
-        execute = ctx.execute
-
-        async def run_one(payload: dict[str, Any]) -> None:
-            await execute(TaskMessage.from_dict(payload))
+        execute = blocking_execute(ctx.execute)
 
         def run(payload: dict[str, Any]) -> None:
-            # a Dramatiq worker thread: the coroutine runs on the process's loop, the thread waits
-            asyncio.run_coroutine_threadsafe(run_one(payload), loop).result()
+            execute(payload)  # a Dramatiq worker thread: the task runs on the process's loop
 
         dramatiq.actor(run, actor_name=FUNCTION, queue_name=QUEUE, broker=broker, max_retries=MAX_RETRIES)
         worker = dramatiq.Worker(broker, worker_threads=settings.concurrency, worker_timeout=200)
-        stopping = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stopping.set)
-        worker.start()
-        try:
-            await ctx.ready()
-            await stopping.wait()
-            # stop() joins threads whose actors need this loop to finish: wait for it elsewhere
-            stopped = threading.Event()
-
-            def stop() -> None:
-                worker.stop(timeout=int(settings.shutdown_timeout * 1000))
-                stopped.set()
-
-            threading.Thread(target=stop, name="taskbench-dramatiq-stop", daemon=True).start()
-            deadline = loop.time() + settings.shutdown_timeout + 2
-            while not stopped.is_set() and loop.time() < deadline:  # noqa: ASYNC110 - a thread's event
-                await asyncio.sleep(0.05)
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
-            broker.close()
+        with stop_requested() as stopping:
+            worker.start()
+            try:
+                await ctx.ready()
+                await stopping.wait()
+                # stop() joins threads whose actors need this loop to finish: wait for it elsewhere;
+                # it gives up by itself after the stop timeout, leaving unfinished messages unacked
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        loop.run_in_executor(None, worker.stop, int(settings.shutdown_timeout * 1000)),
+                        settings.shutdown_timeout + 2,
+                    )
+            finally:
+                broker.close()
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
         # the queue's list of message ids not yet fetched

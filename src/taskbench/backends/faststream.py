@@ -25,16 +25,15 @@ subscribers and give running handlers ``graceful_timeout`` = ``--stop-timeout``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from faststream import AckPolicy
 
+from taskbench.backends._worker import stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
@@ -185,20 +184,15 @@ class FaststreamBackend:
             await execute(TaskMessage.from_dict(payload))
 
         _subscribe(settings, broker, handle)
-        stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stopping.set)
-        try:
-            await broker.connect()
-            await _declare(settings, broker)
-            await broker.start()
-            await ctx.ready()
-            await stopping.wait()
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
-            await broker.stop()
+        with stop_requested() as stopping:
+            try:
+                await broker.connect()
+                await _declare(settings, broker)
+                await broker.start()
+                await ctx.ready()
+                await stopping.wait()
+            finally:
+                await broker.stop()
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
         if settings.broker != "redis":

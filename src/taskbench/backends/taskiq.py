@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from taskiq.receiver import Receiver
 from taskiq.serializers import JSONSerializer
 from taskiq_redis import RedisStreamBroker
 
+from taskbench.backends._worker import stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
@@ -151,18 +151,13 @@ class TaskiqBackend:
             ack_type=AcknowledgeType.WHEN_EXECUTED,
             wait_tasks_timeout=settings.shutdown_timeout,
         )
-        finish = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, finish.set)
-        try:
-            listening = asyncio.create_task(receiver.listen(finish))
-            await ctx.ready()
-            await listening
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
-            await broker.shutdown()
+        with stop_requested() as finish:
+            try:
+                listening = asyncio.create_task(receiver.listen(finish))
+                await ctx.ready()
+                await listening
+            finally:
+                await broker.shutdown()
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
         if settings.broker != "redis":
