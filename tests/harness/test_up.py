@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
 from taskbench.harness.prometheus import find_prometheus
 from taskbench.harness.redis_server import free_port
@@ -65,7 +66,9 @@ def test_up_refuses_an_open_dashboard_beyond_loopback(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["saq", "celery"])
-def test_dashboard_with_auth_refuses_strangers(backend: str, redis_url: str, run_id: str, tmp_path: Path) -> None:
+def test_dashboard_with_auth_refuses_strangers(backend: str, redis_url: str, run_id: str, tmp_path: Path,
+                                               client: redis.Redis) -> None:
+    """``client``: its teardown deletes the keys the dashboard created (Flower declares celery's)."""
     import base64
     import urllib.error
 
