@@ -177,9 +177,16 @@ def run(
     api_port: Annotated[int | None, typer.Option(min=1, max=65535, help="API port (default: a free one)")] = None,
     timeout: Annotated[float, typer.Option(min=0.1, max=600, help="per-request timeout, seconds")] = 30.0,
     http_metrics: Annotated[bool, typer.Option(help="the API's HTTP request metrics middleware")] = True,
+    scenario: Annotated[str | None, typer.Option(
+        help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
+    cases: Annotated[str | None, typer.Option(help="with --scenario: only these case numbers, e.g. 0,3")] = None,
 ) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
     from rich.console import Console
+
+    if scenario is not None:
+        _run_scenario(scenario, cases, output, redis_url)
+        return
 
     from taskbench import backends as registry
     from taskbench.driver import LoadSpec
@@ -227,6 +234,61 @@ def run(
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
     if any(case["status"] != "ok" for case in result["cases"]):
+        raise typer.Exit(1)
+
+
+@app.command("scenarios")
+def list_scenarios() -> None:
+    """List the shipped scenarios (the seed articles' experiments); run one with `run --scenario NAME`."""
+    from taskbench.scenarios import ScenarioError, load, shipped
+
+    for path in shipped():
+        try:
+            found = load(path)
+        except ScenarioError as exc:
+            typer.echo(f"{path.stem:20} BROKEN: {exc}")
+            continue
+        seed = f"seed {found.seed}" if found.seed else ""
+        typer.echo(f"{found.name:20} {found.kind:7} {len(found.cases):3} cases  {seed:9} {found.description}")
+    typer.echo("\nrun one: taskbench run --scenario NAME   (or a path to your own copy of a file)")
+
+
+def _run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None) -> None:
+    from rich.console import Console
+
+    from taskbench.harness import HarnessError
+    from taskbench.scenarios import ScenarioError, resolve
+    from taskbench.scenarios.report import render
+    from taskbench.scenarios.run import ScenarioRunner
+
+    console = Console(stderr=True)
+    try:
+        found = resolve(name)
+        selected = None
+        if cases:
+            try:
+                selected = [int(c) for c in cases.split(",") if c.strip()]
+            except ValueError:
+                raise ValueError(f"--cases takes case numbers like 0,3, not {cases!r}") from None
+        runner = ScenarioRunner(found, output=output, redis_url=redis_url, cases=selected,
+                                say=lambda text: console.print(f"[dim]{text}[/]"))
+    except (ScenarioError, ValueError) as exc:
+        _fail(str(exc))
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    console.print(f"[dim]scenario {found.name}: {len(runner.cases)} case(s) from {found.path}[/]")
+    try:
+        result = runner.run()
+    except HarnessError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        _fail("interrupted; every process it started was stopped", code=130)
+    render(result, Console())
+    console.print(f"result: {runner.result_path()}")
+    if any(case.get("status") == "failed" for case in result["cases"]):
         raise typer.Exit(1)
 
 

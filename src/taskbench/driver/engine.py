@@ -125,6 +125,9 @@ class Engine:
             conn.close()
         elif self.spec.model == "open":
             self._free(conn)
+        elif self.spec.pace and now < conn.t_start + self.spec.pace:
+            # paced user: the next request starts PACE after this one started
+            asyncio.get_running_loop().call_later(conn.t_start + self.spec.pace - now, self._paced, conn)
         else:
             self._next(conn)
 
@@ -172,6 +175,14 @@ class Engine:
             conn.close()
         else:
             self._send(conn, seq)
+
+    def _paced(self, conn: Conn) -> None:
+        if conn.closed:  # the server closed it while the user waited; the user reconnects
+            return
+        if self.stopping:
+            conn.close()
+            return
+        self._next(conn)
 
     async def _user(self) -> None:
         while not self.stopping and self.issued < self.limit:

@@ -79,6 +79,9 @@ class LoadSpec:
       intended send time (coordinated-omission aware).
     - ``ramp``: like closed, but users are added at ``ramp_per_s`` up to ``users``.
 
+    ``pace`` (closed and ramp): each user starts a request at most every ``pace`` seconds, as
+    Locust's ``constant_pacing`` does (a user answered in 50 ms waits out the rest of the second).
+
     Every run is bounded by ``requests`` and/or ``duration`` (whichever first).
     """
 
@@ -86,6 +89,7 @@ class LoadSpec:
     users: int = 100
     rate: float | None = None
     ramp_per_s: float = 10.0
+    pace: float | None = None
     requests: int | None = None
     duration: float | None = None
     processes: int = 1
@@ -105,6 +109,10 @@ class LoadSpec:
             raise ValueError("the open model needs rate > 0")
         if self.model == "ramp" and self.ramp_per_s <= 0:
             raise ValueError("ramp_per_s must be > 0")
+        if self.pace is not None and not 0 <= self.pace <= MAX_DURATION_S:
+            raise ValueError("pace must be in [0, 3600] seconds")
+        if self.pace and self.model == "open":
+            raise ValueError("pace applies to the closed and ramp models; the open model has a rate")
         if self.requests is None and self.duration is None:
             raise ValueError("give requests and/or duration: every load run must be bounded")
         if self.requests is not None and self.requests < 0:

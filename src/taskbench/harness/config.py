@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from taskbench.driver import LoadSpec
+from taskbench.harness.cgroups import Limit
 from taskbench.messages import WORKLOADS
 from taskbench.settings import DEFAULT_BROKER_URLS, Broker, EnqueueMode
 
@@ -81,6 +82,8 @@ class RunConfig:
     api_port: int | None = None
     http_metrics: bool = True
     placement: Placement = field(default_factory=Placement)
+    # per component ("api", "workers"): cgroup limits applied once the stack is ready
+    limits: dict[str, Limit] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:

@@ -17,6 +17,7 @@ from typing import Any
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
+from taskbench.harness.cgroups import Cgroups
 from taskbench.harness.config import RunConfig
 from taskbench.harness.envs import ensure_env, project_root, versions
 from taskbench.harness.machine import commit_info, machine_info
@@ -36,10 +37,10 @@ def _stamp() -> str:
 
 
 class Runner:
-    def __init__(self, config: RunConfig, say: Say = print) -> None:
+    def __init__(self, config: RunConfig, say: Say = print, run_id: str | None = None) -> None:
         self.config = config
         self.say = say
-        self.run_id = f"{_stamp()}-{os.getpid()}"
+        self.run_id = run_id or f"{_stamp()}-{os.getpid()}"
         self.out_dir = config.output / self.run_id
         self.root = project_root()
 
@@ -59,7 +60,7 @@ class Runner:
             "environments": {},
             "cases": [],
         }
-        pythons = {name: self._environment(name) for name in cfg.backends}
+        pythons = {name: self.environment(name) for name in cfg.backends}
         result["environments"] = {n: versions(str(p)) for n, p in pythons.items()}
         with provide_redis(cfg.redis_url, self.out_dir, cpus=cfg.placement.redis,
                            say=self.say) as (redis_url, redis_info):
@@ -68,7 +69,7 @@ class Runner:
                 broker_url = Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
                 check_broker(cfg.broker, broker_url)
             for index, name in enumerate(cfg.backends):
-                case = self._case(index, name, pythons[name], redis_url)
+                case = self.run_case(index, name, pythons[name], redis_url)
                 result["cases"].append(case)
                 self._write(result)
         return result
@@ -78,7 +79,7 @@ class Runner:
 
     # -- pieces ---------------------------------------------------------------------------
 
-    def _environment(self, name: str) -> Path:
+    def environment(self, name: str) -> Path:
         meta = backends.info(name)
         return ensure_env(meta.extra)
 
@@ -102,7 +103,8 @@ class Runner:
             "PYTHONUNBUFFERED": "1",
         }
 
-    def _case(self, index: int, name: str, python: Path, redis_url: str) -> dict[str, Any]:
+    def run_case(self, index: int, name: str, python: Path, redis_url: str) -> dict[str, Any]:
+        """One backend under ``self.config``, in a fresh set of processes (a scenario swaps the config)."""
         import redis
 
         cfg = self.config
@@ -132,6 +134,7 @@ class Runner:
         self.say(f"[{name}] starting API on 127.0.0.1:{port}"
                  + (f" and {cfg.workers} worker(s)" if backend.has_worker else ""))
         procs = ProcessSet({**os.environ, **env_vars}, stop_timeout=cfg.stop_timeout)
+        cgroups = Cgroups(run_id)
         try:
             with procs:
                 if backend.has_worker:
@@ -142,6 +145,8 @@ class Runner:
                                     "--port", str(port)], logs / "api.log", cpus=cfg.placement.api)
                 self._wait_ready(procs, client, settings, port,
                                  cfg.workers if backend.has_worker else 0)
+                if cfg.limits:
+                    case["limits"] = self._apply_limits(procs, cgroups, name)
                 template = RequestTemplate(
                     host="127.0.0.1", port=port,
                     path=f"/api/v1/incr/{cfg.workload}/{name}",
@@ -162,7 +167,10 @@ class Runner:
                 report = audit(load.accepted_ids, counts, times, deadline=drain_deadline,
                                ignore_prefix=WARMUP_PREFIX)
                 case["metrics"] = self._cross_check(client, settings, port, sum(counts.values()), case)
+                for component, record in case.get("limits", {}).items():
+                    record["stats"] = cgroups.stats(component)
         finally:
+            cgroups.release()
             case["exit_codes"] = procs.exit_codes
             client_cleanup = self._cleanup(client, settings, backend)
             client.close()
@@ -182,6 +190,21 @@ class Runner:
         case["status"] = _status(case, report.ok, drained)
         case["logs"] = str(logs)
         return case
+
+    def _apply_limits(self, procs: ProcessSet, cgroups: Cgroups, name: str) -> dict[str, Any]:
+        """Each process (and its children) in a group of its own, as docker limits each container.
+
+        Applied once the stack is ready: start-up (imports) runs unlimited, the load does not.
+        """
+        records: dict[str, Any] = {}
+        for proc in procs.procs:
+            limit = self.config.limits.get("api" if proc.name == "api" else "workers")
+            if limit is not None:
+                records[proc.name] = cgroups.apply(proc.name, [proc.pid], limit)
+                if not records[proc.name]["applied"]:
+                    self.say(f"[{name}] {proc.name}: limits {limit.describe()} not applied: "
+                             + "; ".join(records[proc.name]["notes"]))
+        return records
 
     def _wait_ready(self, procs: ProcessSet, client: Any, settings: Settings, port: int,
                     workers: int) -> None:

@@ -1,0 +1,171 @@
+"""HTTP scenarios: one server + app variant per case, driven over loopback; no queue, no ledger.
+
+Each case starts its server in a fresh process group (from the ``servers`` environment, which holds
+uvicorn, hypercorn with trio, and granian), waits for ``/health``, applies the ``server`` limits to its
+process tree, warms up, drives the load, reads the peak of requests in flight from the app's stats
+files and the server's CPU time, and stops it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from taskbench.driver import LoadSpec, RequestTemplate, run_load
+from taskbench.harness import HarnessError
+from taskbench.harness.cgroups import Cgroups
+from taskbench.harness.config import Placement
+from taskbench.harness.processes import ProcessSet
+from taskbench.harness.redis_server import free_port
+from taskbench.harness.runner import healthy, pinned
+from taskbench.scenarios.spec import Case
+
+APP = "taskbench.scenarios.asgi:app"
+ROUTES = {"async-sleep": "/async-sleep", "def-sleep": "/def-sleep", "async-blocking": "/async-blocking",
+          "hello": "/hello"}
+
+
+def server_argv(python: Path, params: dict[str, Any], port: int) -> list[str]:
+    server = params.get("server", "uvicorn")
+    workers = str(params.get("server_workers", 1))
+    loop = params.get("worker_class", "uvloop")
+    if server == "uvicorn":
+        if loop == "trio":
+            raise HarnessError("uvicorn has no trio worker class; use server = \"hypercorn\"")
+        return [str(python), "-m", "uvicorn", APP, "--host", "127.0.0.1", "--port", str(port),
+                "--workers", workers, "--loop", loop, "--http", "httptools", "--no-access-log",
+                "--log-level", "warning", "--timeout-graceful-shutdown", "1"]
+    if server == "hypercorn":
+        return [str(python), "-m", "hypercorn", APP, "--bind", f"127.0.0.1:{port}", "--workers", workers,
+                "--worker-class", loop, "--graceful-timeout", "1", "--log-level", "WARNING"]
+    if loop == "trio":
+        raise HarnessError("granian has no trio loop; use server = \"hypercorn\"")
+    return [str(python), "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", workers, "--loop", loop, "--no-access-log", "--log-level", "warning",
+            "--workers-kill-timeout", "1", APP]
+
+
+def load_spec(params: dict[str, Any], *, id_prefix: str = "") -> LoadSpec:
+    return LoadSpec(
+        model=params.get("model", "closed"), users=params.get("users", 100), rate=params.get("rate"),
+        ramp_per_s=params.get("ramp", 10.0), pace=params.get("pace"), requests=params.get("requests"),
+        duration=params.get("duration"), processes=params.get("driver_processes", 1),
+        timeout=params.get("timeout", 30.0), id_prefix=id_prefix,
+    )
+
+
+def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say: Any) -> dict[str, Any]:
+    params = case.params
+    port = free_port()
+    logs = out_dir / "logs" / f"{case.index}"
+    stats_dir = logs / "stats"
+    stats_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        "TASKBENCH_APP_DELAY": str(params.get("delay", 0.05)),
+        "TASKBENCH_APP_MIDDLEWARE": params.get("middleware", "none"),
+        "TASKBENCH_APP_LAYERS": str(params.get("layers", 0)),
+        "TASKBENCH_APP_MIDDLEWARE_WORK": params.get("middleware_work", "pass"),
+        "TASKBENCH_APP_MIDDLEWARE_SLEEP": str(params.get("middleware_sleep", 0.01)),
+        "TASKBENCH_APP_THREAD_LIMIT": str(params.get("thread_limit", 0)),
+        "TASKBENCH_APP_STATS_DIR": str(stats_dir),
+        "PYTHONUNBUFFERED": "1",
+    }
+    import os
+
+    argv = server_argv(python, params, port)
+    template = RequestTemplate(host="127.0.0.1", port=port, path=ROUTES[params["endpoint"]], method="GET")
+    spec = load_spec(params)
+    result: dict[str, Any] = {"index": case.index, "label": case.label, "params": params,
+                              "server_argv": argv[1:], "failures": []}
+    cgroups = Cgroups(f"{out_dir.name}-{case.index}")
+    try:
+        with ProcessSet({**os.environ, **env}, stop_timeout=5.0) as procs:
+            server = procs.start("server", argv, logs / "server.log", cpus=placement.api)
+            deadline = time.monotonic() + 60
+            while not healthy(port):
+                if not server.alive():
+                    raise HarnessError(f"the {params.get('server', 'uvicorn')} server exited with code "
+                                       f"{server.exit_code()}; its log ends:\n{server.tail()}")
+                if time.monotonic() > deadline:
+                    raise HarnessError(f"the server did not answer /health within 60 s ({logs})")
+                time.sleep(0.05)
+            time.sleep(0.3 if int(params.get("server_workers", 1)) > 1 else 0)  # let every worker bind
+            limit = case.limits.get("server")
+            if limit is not None:
+                result["limits"] = {"server": cgroups.apply("server", [server.pid], limit)}
+                if not result["limits"]["server"]["applied"]:
+                    say(f"[{case.label}] limits not applied: " + "; ".join(result["limits"]["server"]["notes"]))
+            with pinned(placement.driver):
+                warmup = int(params.get("warmup", 0))
+                if warmup:
+                    run_load(template, LoadSpec(users=min(spec.users, 10), requests=warmup,
+                                                timeout=spec.timeout, id_prefix="w"))
+                cpu0 = _tree_cpu(server.pid)
+                load = run_load(template, spec)
+                cpu1 = _tree_cpu(server.pid)
+            if limit is not None:
+                result["limits"]["server"]["stats"] = cgroups.stats("server")
+            result["exit_codes"] = {}
+        result["exit_codes"] = procs.exit_codes
+    finally:
+        cgroups.release()
+        write_log = stats_dir / "middleware.log"
+        if write_log.exists():
+            write_log.unlink()  # the seed's blocking writes: megabytes of nothing
+    peaks = _peaks(stats_dir)
+    data = load.to_dict()
+    data.pop("accepted_ids", None)
+    failed = data.pop("failed_ids", {})
+    data["failed_ids_sample"] = dict(list(failed.items())[:10])
+    lat = data.get("latency_ms", {})
+    requests = max(1, int(data["requests"]))
+    result["load"] = data
+    result["summary"] = {
+        "requests": data["requests"], "rps": data["rps"], "p50_ms": lat.get("p50"),
+        "p95_ms": lat.get("p95"), "p99_ms": lat.get("p99"),
+        "errors_pct": 100.0 * (requests - int(data["ok"])) / requests,
+        "concurrency": sum(p["peak"] for p in peaks) if peaks else None,
+        "server_processes_seen": len(peaks),
+        "server_cpu_s": cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None,
+        "driver_cpu_pct": 100.0 * float(data["max_utilization"]),
+        "driver_saturated": bool(data["saturated"]),
+        "max_users": max((row["users"] for row in data.get("per_second", [])), default=spec.users),
+    }
+    result["series"] = [{"t": r["t"], "users": r["users"], "rps": r["completed"], "errors": r["errors"]}
+                        for r in data.get("per_second", [])]
+    result["status"] = "ok" if not result["failures"] and data["ok"] else "failed"
+    if result["summary"]["errors_pct"] and result["status"] == "ok":
+        result["status"] = "errors"
+    shutil.rmtree(stats_dir, ignore_errors=True)
+    return result
+
+
+def _peaks(stats_dir: Path) -> list[dict[str, Any]]:
+    import json
+
+    out = []
+    for path in stats_dir.glob("*.json"):
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _tree_cpu(pid: int) -> float | None:
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        total = 0.0
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.NoSuchProcess:
+                continue
+        return total
+    except psutil.NoSuchProcess:
+        return None

@@ -1,0 +1,115 @@
+"""A scenario's table: our figures, and the article's beside them where the article has them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from taskbench.scenarios.run import limits_summary
+
+# (summary key, header, format, article figure key or None)
+Column = tuple[str, str, str, str | None]
+COLUMNS: dict[str, list[Column]] = {
+    "queue": [
+        ("rps", "RPS", "{:.0f}", "rps"), ("p50_ms", "median\nms", "{:.0f}", "p50_ms"),
+        ("p95_ms", "p95\nms", "{:.0f}", "p95_ms"),
+        ("time_to_run_all_s", "all tasks\nrun in s", "{:.1f}", "time_to_run_all_s"),
+        ("errors_pct", "errors\n%", "{:.1f}", "errors_pct"), ("accepted", "accepted", "{}", None),
+        ("lost", "lost", "{}", None), ("duplicated", "dup", "{}", None),
+        ("e2e_p95_ms", "e2e p95\nms", "{:.0f}", None),
+    ],
+    "http": [
+        ("rps", "RPS", "{:.0f}", "rps"), ("p50_ms", "median\nms", "{:.0f}", "p50_ms"),
+        ("p95_ms", "p95\nms", "{:.0f}", "p95_ms"), ("errors_pct", "errors\n%", "{:.1f}", "errors_pct"),
+        ("concurrency", "in flight\n(peak)", "{:.0f}", "concurrency"), ("max_users", "users", "{}", None),
+        ("server_cpu_s", "server\nCPU s", "{:.1f}", None),
+    ],
+    "celery": [
+        ("tasks", "tasks", "{}", None), ("elapsed_s", "time s", "{:.2f}", "elapsed_s"),
+        ("tasks_per_s", "tasks/s", "{:.1f}", "tasks_per_s"), ("cpu_s", "worker\nCPU s", "{:.1f}", None),
+        ("max_parallel", "ran at\nonce", "{}", None), ("lost", "lost", "{}", None),
+        ("duplicated", "dup", "{}", None),
+    ],
+}
+
+
+def _fmt(value: Any, fmt: str) -> str:
+    if value is None:
+        return "–"
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def render(result: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 160)
+    scenario = result["scenario"]
+    kind = scenario["kind"]
+    cases = result["cases"]
+    with_article = {fig for c in cases for fig in (c.get("article") or {})}
+    table = Table(title=f"taskbench scenario {scenario['name']} ({result['run_id']}): {scenario['description']}",
+                  title_justify="left")
+    table.add_column("case", justify="left")
+    for _key, header, _, fig in COLUMNS[kind]:
+        table.add_column(header, justify="right")
+        if fig and fig in with_article:
+            table.add_column("article\n" + header.split("\n")[0], justify="right", style="dim")
+    table.add_column("limits", justify="left")
+    table.add_column("driver\nCPU %", justify="right")
+    table.add_column("status", justify="left")
+    if "note" in with_article:
+        table.add_column("article says", justify="left", style="dim")
+    for case in cases:
+        s = case.get("summary", {})
+        article = case.get("article") or {}
+        row = [case["label"]]
+        for key, _, fmt, fig in COLUMNS[kind]:
+            value = s.get(key)
+            cell = _fmt(value, fmt)
+            if key in ("lost", "duplicated") and value:
+                cell = f"[bold red]{cell}[/]"
+            row.append(cell)
+            if fig and fig in with_article:
+                row.append(_fmt(article.get(fig), fmt))
+        row.append(limits_summary(case))
+        cpu = s.get("driver_cpu_pct")
+        row.append(_fmt(cpu, "{:.0f}") + (" SAT" if s.get("driver_saturated") else ""))
+        status = case.get("status", "failed")
+        row.append({"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(status, "[bold red]failed[/]"))
+        if "note" in with_article:
+            row.append(str(article.get("note", "")))
+        table.add_row(*row)
+    console.print(table)
+    art = scenario.get("article") or {}
+    if art.get("source"):
+        console.print(f"[dim]article: {art['source']}[/]")
+    if art.get("setup"):
+        console.print(f"[dim]article's setup: {art['setup']}[/]")
+    for note in notes(result):
+        console.print(note)
+
+
+def notes(result: dict[str, Any]) -> list[str]:
+    """What a reader must know to trust the table: saturation, limits not applied, failures."""
+    out: list[str] = []
+    for case in result["cases"]:
+        s = case.get("summary", {})
+        if s.get("driver_saturated"):
+            reason = case.get("load", {}).get("saturation_reason") or "driver CPU ≥ 90 %"
+            out.append(f"[yellow]{case['label']}: the load driver was the bottleneck ({reason}); the RPS is a "
+                       "lower bound of the server's[/]")
+        for name, record in (case.get("limits") or {}).items():
+            if not record.get("applied"):
+                out.append(f"[yellow]{case['label']}: {name}: limits not applied: "
+                           + "; ".join(record.get("notes", [])) + "[/]")
+        for failure in case.get("failures", []):
+            out.append(f"[red]{case['label']}: {failure}[/]")
+    if not any("bottleneck" in n for n in out):
+        out.append("[dim]the load driver was not the bottleneck in any case (every driver process "
+                   "below 90 % of a core)[/]")
+    return out

@@ -1,0 +1,153 @@
+"""Run a scenario: every case in fresh processes, one result JSON, one table with the article beside ours."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from taskbench.harness.config import Placement
+from taskbench.scenarios.spec import Case, Scenario
+
+Say = Callable[[str], None]
+SCHEMA = 1
+
+
+def _stamp() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+
+
+class ScenarioRunner:
+    def __init__(self, scenario: Scenario, *, output: Path, redis_url: str | None = None,
+                 cases: list[int] | None = None, say: Say = print) -> None:
+        self.scenario = scenario
+        self.output = output
+        self.redis_url = redis_url
+        self.say = say
+        self.run_id = f"{scenario.name}-{_stamp()}-{os.getpid()}"
+        self.out_dir = output / self.run_id
+        selected = scenario.cases if cases is None else [c for c in scenario.cases if c.index in cases]
+        if not selected:
+            raise ValueError(f"no case selected; the scenario has cases 0..{len(scenario.cases) - 1}")
+        self.cases = selected
+
+    def result_path(self) -> Path:
+        return self.out_dir / "result.json"
+
+    def run(self) -> dict[str, Any]:
+        from taskbench.harness.envs import project_root
+        from taskbench.harness.machine import commit_info, machine_info
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        result: dict[str, Any] = {
+            "schema": SCHEMA,
+            "run_id": self.run_id,
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": sys.argv,
+            "scenario": self.scenario.to_dict(),
+            "machine": machine_info(),
+            "commit": commit_info(project_root()),
+            "cases": [],
+        }
+        runner = {"queue": self._queue, "http": self._http, "celery": self._celery}[self.scenario.kind]
+        runner(result)
+        result["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        self._write(result)
+        return result
+
+    # -- kinds -----------------------------------------------------------------------------
+
+    def _queue(self, result: dict[str, Any]) -> None:
+        from taskbench.harness.envs import versions
+        from taskbench.harness.redis_server import provide_redis
+        from taskbench.harness.runner import Runner
+
+        configs = [(case, queue_config(case, self.output, self.redis_url)) for case in self.cases]
+        runner = Runner(configs[0][1], say=self.say, run_id=self.run_id)
+        pythons = {c.params["backend"]: runner.environment(c.params["backend"]) for c, _ in configs}
+        result["environments"] = {n: versions(str(p)) for n, p in pythons.items()}
+        placement = configs[0][1].placement
+        with provide_redis(self.redis_url, self.out_dir, cpus=placement.redis, say=self.say) as (url, info):
+            result["redis"] = info
+            for case, config in configs:
+                self.say(f"case {case.index}: {case.label}")
+                runner.config = config
+                data = runner.run_case(case.index, case.params["backend"], pythons[case.params["backend"]], url)
+                result["cases"].append(self._finish(case, data))
+                self._write(result)
+
+    def _http(self, result: dict[str, Any]) -> None:
+        from taskbench.harness.envs import ensure_env, versions
+        from taskbench.scenarios import http
+
+        python = ensure_env("servers")
+        result["environments"] = {"servers": versions(str(python))}
+        placement = Placement.parse("auto")
+        for case in self.cases:
+            self.say(f"case {case.index}: {case.label}")
+            data = http.run_case(case, python, self.out_dir, placement, self.say)
+            result["cases"].append(self._finish(case, data))
+            self._write(result)
+
+    def _celery(self, result: dict[str, Any]) -> None:
+        from taskbench.harness.envs import ensure_env, versions
+        from taskbench.harness.redis_server import provide_redis
+        from taskbench.scenarios import celery_pools
+
+        python = ensure_env("celery")
+        result["environments"] = {"celery": versions(str(python))}
+        with provide_redis(self.redis_url, self.out_dir, say=self.say) as (url, info):
+            result["redis"] = info
+            for case in self.cases:
+                self.say(f"case {case.index}: {case.label}")
+                data = celery_pools.run_case(case, python, url, self.out_dir, self.run_id, self.say)
+                result["cases"].append(self._finish(case, data))
+                self._write(result)
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    @staticmethod
+    def _finish(case: Case, data: dict[str, Any]) -> dict[str, Any]:
+        data["index"] = case.index
+        data["label"] = case.label
+        data["params"] = case.params
+        data["limits_asked"] = {k: {"cpu": v.cpu, "memory_mb": v.memory_mb} for k, v in case.limits.items()}
+        data["article"] = case.article
+        return data
+
+    def _write(self, result: dict[str, Any]) -> None:
+        path = self.result_path()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1, default=str))
+        tmp.replace(path)
+
+
+def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
+    from taskbench.driver import LoadSpec
+    from taskbench.harness.config import RunConfig
+
+    p = case.params
+    load = LoadSpec(model=p.get("model", "closed"), users=p.get("users", 100), rate=p.get("rate"),
+                    ramp_per_s=p.get("ramp", 10.0), pace=p.get("pace"), requests=p.get("requests"),
+                    duration=p.get("duration"), processes=p.get("driver_processes", 1),
+                    timeout=p.get("timeout", 30.0))
+    return RunConfig(
+        backends=(p["backend"],), workload=p["workload"], load=load, workers=p.get("workers", 1),
+        concurrency=p.get("concurrency", 10), enqueue_mode=p.get("enqueue_mode", "awaited"),
+        io_delay=p.get("io_delay", 0.0), cpu_iterations=p.get("cpu_iterations", 200_000),
+        redis_url=redis_url, broker=p.get("broker", "redis"), output=output, warmup=p.get("warmup", 200),
+        drain_timeout=p.get("drain_timeout", 120.0), placement=Placement.parse("auto"), limits=case.limits,
+    )
+
+
+def limits_summary(case: dict[str, Any]) -> str:
+    """How the limits were applied, for the table: 'cgroup-v1', 'pinning', '–'."""
+    records = case.get("limits") or {}
+    if not records:
+        return "–"
+    methods = sorted({str(r.get("method")) for r in records.values()})
+    return "/".join(methods)

@@ -1,0 +1,366 @@
+"""Scenario files: TOML that expands to a matrix of cases; every mistake is reported with its line.
+
+A scenario file::
+
+    name = "backends"
+    description = "one line for `taskbench scenarios`"
+    kind = "queue"            # queue | http | celery
+    seed = "000"              # the article it reproduces (optional)
+
+    [article]                 # where the published figures come from (optional)
+    source = "..."
+    setup = "hardware, limits and load of the article"
+
+    [defaults]                # parameters of every case
+    workload = "io/simple"
+
+    [matrix]                  # every combination of these values is a case
+    backend = ["arq", "saq"]
+    limits = ["small"]
+
+    [[case]]                  # extra cases: defaults + these values
+    backend = "arq"
+    enqueue_mode = "after-response"
+
+    [limits.small]            # named limit sets, per component
+    api = { cpu = 0.2, memory_mb = 200 }
+
+    [[article.rows]]          # the article's figures for the cases they match
+    match = { backend = "arq", limits = "small" }
+    rps = 227
+
+The parameters a case takes depend on ``kind`` (see :data:`PARAMETERS`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taskbench.harness.cgroups import Limit
+
+KINDS = ("queue", "http", "celery")
+COMPONENTS = {"queue": ("api", "workers"), "http": ("server",), "celery": ("workers",)}
+FIGURES = {
+    "rps": float, "p50_ms": float, "p95_ms": float, "time_to_run_all_s": float, "errors_pct": float,
+    "tasks_per_s": float, "elapsed_s": float, "concurrency": float, "note": str,
+}
+
+# parameter -> (type, allowed values or (min, max) or None, help)
+Param = tuple[type, Any, str]
+_LOAD: dict[str, Param] = {
+    "model": (str, ("closed", "open", "ramp"), "load model"),
+    "users": (int, (1, 10_000), "concurrent users / connections"),
+    "rate": (float, (0.001, 1e6), "open model: requests per second"),
+    "ramp": (float, (0.001, 10_000), "ramp model: users added per second"),
+    "pace": (float, (0.0, 3600), "closed/ramp: each user starts a request at most every PACE s"),
+    "requests": (int, (1, 10_000_000), "request bound"),
+    "duration": (float, (0.1, 3600), "time bound, seconds"),
+    "timeout": (float, (0.1, 600), "per-request timeout, seconds"),
+    "driver_processes": (int, (1, 64), "load generator processes"),
+    "warmup": (int, (0, 100_000), "warm-up requests"),
+    "limits": (str, None, "name of a [limits.NAME] set"),
+}
+PARAMETERS: dict[str, dict[str, Param]] = {
+    "queue": {
+        **_LOAD,
+        "backend": (str, None, "backend name"),
+        "workload": (str, None, "io/simple, io/sync, io/thread, cpu/simple, cpu/process"),
+        "workers": (int, (1, 64), "worker processes"),
+        "concurrency": (int, (1, 10_000), "tasks at once per worker"),
+        "enqueue_mode": (str, ("awaited", "after-response"), "when the API enqueues"),
+        "broker": (str, ("redis", "rabbitmq", "nats"), "broker"),
+        "io_delay": (float, (0.0, 60.0), "simulated I/O seconds per task"),
+        "cpu_iterations": (int, (0, 100_000_000), "CPU work per cpu/* task"),
+        "drain_timeout": (float, (1, 3600), "seconds to wait for tasks after the load"),
+    },
+    "http": {
+        **_LOAD,
+        "endpoint": (str, ("async-sleep", "def-sleep", "async-blocking", "hello", "hold"), "the route"),
+        "delay": (float, (0.0, 60.0), "seconds the endpoint waits"),
+        "middleware": (str, ("none", "base", "asgi"), "BaseHTTPMiddleware or pure ASGI"),
+        "layers": (int, (0, 50), "stacked middleware"),
+        "middleware_work": (str, ("pass", "write", "sleep"), "what each middleware does"),
+        "middleware_sleep": (float, (0.0, 10.0), "asyncio.sleep of each middleware (work = sleep)"),
+        "thread_limit": (int, (1, 10_000), "AnyIO thread limiter tokens (FastAPI default 40)"),
+        "server": (str, ("uvicorn", "hypercorn", "granian"), "ASGI server"),
+        "server_workers": (int, (1, 64), "server worker processes"),
+        "worker_class": (str, ("asyncio", "uvloop", "trio"), "event loop (hypercorn's -k)"),
+        "label": (str, None, "row label"),
+    },
+    "celery": {
+        "pool": (str, ("prefork", "solo", "threads", "gevent", "eventlet"), "execution pool"),
+        "concurrency": (int, (1, 10_000), "pool size"),
+        "test": (str, ("io", "cpu", "chord", "routing"), "what is measured"),
+        "tasks": (int, (1, 100_000), "tasks enqueued"),
+        "delay": (float, (0.0, 60.0), "seconds the local HTTP server waits (io, chord)"),
+        "cpu_iterations": (int, (0, 100_000_000), "CPU work per cpu task"),
+        "chord_size": (int, (1, 1000), "parallel calls of the chord"),
+        "io_pool": (str, ("prefork", "solo", "threads", "gevent", "eventlet"), "routing: the io worker"),
+        "io_concurrency": (int, (1, 10_000), "routing: the io worker's pool size"),
+        "timeout": (float, (1, 3600), "longest a case may take, seconds"),
+        "limits": (str, None, "name of a [limits.NAME] set"),
+        "label": (str, None, "row label"),
+    },
+}
+TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits"}
+
+
+class ScenarioError(ValueError):
+    """A broken scenario file: the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class Case:
+    index: int
+    params: dict[str, Any]
+    limits: dict[str, Limit]
+    article: dict[str, Any] | None
+
+    @property
+    def label(self) -> str:
+        return str(self.params.get("label") or ", ".join(
+            f"{v}" for k, v in self.params.items() if k in self.varying))
+
+    varying: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    kind: str
+    path: Path
+    seed: str | None
+    article: dict[str, Any]
+    cases: list[Case] = field(default_factory=list)
+    limit_sets: dict[str, dict[str, Limit]] = field(default_factory=dict)
+    varying: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "kind": self.kind,
+                "file": str(self.path), "seed": self.seed,
+                "article": {k: v for k, v in self.article.items() if k != "rows"},
+                "varying": list(self.varying)}
+
+
+class _Lines:
+    """Finds the line of a key in a table of the file (good enough for the files we write)."""
+
+    _header = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+    _key = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
+
+    def __init__(self, text: str) -> None:
+        self.entries: list[tuple[str, int, str, int]] = []  # (table, nth, key, line)
+        table, counts, nth = "", dict[str, int](), 0
+        for number, line in enumerate(text.splitlines(), start=1):
+            header = self._header.match(line)
+            if header:
+                table = header.group(2).replace('"', "").replace(" ", "")
+                counts[table] = counts.get(table, 0) + 1
+                nth = counts[table] - 1
+                self.entries.append((table, nth, "", number))
+                continue
+            key = self._key.match(line)
+            if key:
+                self.entries.append((table, nth, key.group(1).strip("\"'"), number))
+
+    def find(self, table: str, key: str = "", nth: int = 0) -> int | None:
+        for t, n, k, line in self.entries:
+            if t == table and n == nth and k == key:
+                return line
+        if key:  # an inline table (`limits.x = {...}`) or a dotted key: fall back to the table's line
+            return self.find(table, "", nth) if table else None
+        return None
+
+
+def load(path: Path) -> Scenario:
+    """Parse and validate a scenario file; raise :class:`ScenarioError` naming file and line."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        found = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        where = f"{path}:{found.group(1)}" if found else str(path)
+        reason = re.sub(r" \(at line.*", "", msg)
+        raise ScenarioError(f"{where}: not valid TOML: {reason}") from None
+    return _Builder(path, text, data).build()
+
+
+class _Builder:
+    def __init__(self, path: Path, text: str, data: dict[str, Any]) -> None:
+        self.path, self.data, self.lines = path, data, _Lines(text)
+
+    def fail(self, message: str, table: str = "", key: str = "", nth: int = 0) -> ScenarioError:
+        line = self.lines.find(table, key, nth)
+        where = f"{self.path}:{line}" if line else str(self.path)
+        return ScenarioError(f"{where}: {message}")
+
+    def build(self) -> Scenario:
+        data = self.data
+        for key in data:
+            if key not in TOP_KEYS:
+                raise self.fail(f"unknown key {key!r}; known: {', '.join(sorted(TOP_KEYS))}", "", key)
+        for key in ("name", "description", "kind"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise self.fail(f"{key!r} must be a non-empty string", "", key)
+        kind = data["kind"]
+        if kind not in KINDS:
+            raise self.fail(f"unknown kind {kind!r}; known: {', '.join(KINDS)}", "", "kind")
+        limit_sets = self._limits(kind)
+        defaults = self._table("defaults")
+        matrix = self._table("matrix")
+        for key, values in matrix.items():
+            if not isinstance(values, list) or not values:
+                raise self.fail(f"matrix value of {key!r} must be a non-empty list", "matrix", key)
+        extra = data.get("case", [])
+        if not isinstance(extra, list):
+            raise self.fail("'case' must be an array of tables ([[case]])", "", "case")
+        params_def = PARAMETERS[kind]
+        for key, value in defaults.items():
+            self._check(kind, key, value, limit_sets, "defaults", key)
+        for key, values in matrix.items():
+            for value in values:
+                self._check(kind, key, value, limit_sets, "matrix", key)
+        for nth, entry in enumerate(extra):
+            if not isinstance(entry, dict):
+                raise self.fail("each [[case]] must be a table", "case", "", nth)
+            for key, value in entry.items():
+                self._check(kind, key, value, limit_sets, "case", key, nth)
+        raw: list[dict[str, Any]] = []
+        keys = list(matrix)
+        if keys or not extra:
+            for combo in itertools.product(*(matrix[k] for k in keys)):
+                raw.append({**defaults, **dict(zip(keys, combo, strict=True))})
+        raw.extend({**defaults, **entry} for entry in extra)
+        if not raw:
+            raise self.fail("the scenario has no case")
+        if len(raw) > 500:
+            raise self.fail(f"the scenario expands to {len(raw)} cases; at most 500")
+        varying = tuple(k for k in params_def if len({repr(c.get(k)) for c in raw}) > 1)
+        article = data.get("article", {})
+        if not isinstance(article, dict):
+            raise self.fail("'article' must be a table", "", "article")
+        rows = article.get("rows", [])
+        for nth, row in enumerate(rows):
+            self._check_row(kind, row, nth, limit_sets)
+        cases = []
+        for index, params in enumerate(raw):
+            self._required(kind, params)
+            limits = limit_sets.get(params["limits"], {}) if params.get("limits") else {}
+            match = next((r for r in rows if all(params.get(k) == v for k, v in r["match"].items())), None)
+            figures = {k: v for k, v in match.items() if k != "match"} if match else None
+            cases.append(Case(index, params, limits, figures, varying))
+        seed = data.get("seed")
+        return Scenario(name=data["name"], description=data["description"], kind=kind, path=self.path,
+                        seed=str(seed) if seed is not None else None, article=article, cases=cases,
+                        limit_sets=limit_sets, varying=varying)
+
+    def _table(self, name: str) -> dict[str, Any]:
+        value = self.data.get(name, {})
+        if not isinstance(value, dict):
+            raise self.fail(f"{name!r} must be a table ([{name}])", "", name)
+        return value
+
+    def _limits(self, kind: str) -> dict[str, dict[str, Limit]]:
+        out: dict[str, dict[str, Limit]] = {}
+        for name, components in self._table("limits").items():
+            table = f"limits.{name}"
+            if not isinstance(components, dict):
+                raise self.fail(f"limit set {name!r} must be a table", "limits", name)
+            out[name] = {}
+            for component, values in components.items():
+                if component not in COMPONENTS[kind]:
+                    raise self.fail(f"unknown component {component!r} for a {kind} scenario; known: "
+                                    f"{', '.join(COMPONENTS[kind])}", table, component)
+                if not isinstance(values, dict) or set(values) - {"cpu", "memory_mb"}:
+                    raise self.fail(f"limits of {component!r} take cpu and memory_mb only", table, component)
+                try:
+                    out[name][component] = Limit(cpu=_num(values.get("cpu")),
+                                                 memory_mb=_int(values.get("memory_mb")))
+                except (TypeError, ValueError) as exc:
+                    raise self.fail(str(exc), table, component) from None
+        return out
+
+    def _check(self, kind: str, key: str, value: Any, limit_sets: dict[str, Any], table: str,
+               line_key: str, nth: int = 0) -> None:
+        params = PARAMETERS[kind]
+        if key not in params:
+            raise self.fail(f"unknown parameter {key!r} for a {kind} scenario; known: "
+                            f"{', '.join(sorted(params))}", table, line_key, nth)
+        typ, allowed, _ = params[key]
+        ok = isinstance(value, typ) and not isinstance(value, bool)
+        if typ is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise self.fail(f"{key} must be {typ.__name__}, got {value!r}", table, line_key, nth)
+        if isinstance(allowed, tuple) and allowed and isinstance(allowed[0], str):
+            if value not in allowed:
+                raise self.fail(f"{key} must be one of {', '.join(allowed)}, got {value!r}", table, line_key, nth)
+        elif isinstance(allowed, tuple) and not allowed[0] <= value <= allowed[1]:
+            raise self.fail(f"{key} must be between {allowed[0]} and {allowed[1]}, got {value!r}",
+                            table, line_key, nth)
+        if key == "limits" and value not in limit_sets:
+            raise self.fail(f"no limit set {value!r}; defined: {', '.join(limit_sets) or 'none'}",
+                            table, line_key, nth)
+        if key == "backend":
+            from taskbench import backends
+
+            try:
+                backends.info(value)
+            except ValueError as exc:
+                raise self.fail(str(exc), table, line_key, nth) from None
+        if key == "workload":
+            from taskbench.messages import WORKLOADS
+
+            if value not in WORKLOADS:
+                raise self.fail(f"unknown workload {value!r}; known: {', '.join(WORKLOADS)}",
+                                table, line_key, nth)
+
+    def _check_row(self, kind: str, row: Any, nth: int, limit_sets: dict[str, Any]) -> None:
+        if not isinstance(row, dict) or not isinstance(row.get("match"), dict):
+            raise self.fail("each [[article.rows]] needs a match = { ... } table", "article.rows", "", nth)
+        for key, value in row["match"].items():
+            self._check(kind, key, value, limit_sets, "article.rows", "match", nth)
+        for key, value in row.items():
+            if key == "match":
+                continue
+            if key not in FIGURES:
+                raise self.fail(f"unknown figure {key!r}; known: {', '.join(FIGURES)}", "article.rows", key, nth)
+            want = FIGURES[key]
+            if not (isinstance(value, want) or (want is float and isinstance(value, int))) or isinstance(value, bool):
+                raise self.fail(f"{key} must be {want.__name__}, got {value!r}", "article.rows", key, nth)
+
+    def _required(self, kind: str, params: dict[str, Any]) -> None:
+        need = {"queue": ("backend", "workload"), "http": ("endpoint",), "celery": ("pool", "test")}[kind]
+        for key in need:
+            if key not in params:
+                raise self.fail(f"a case has no {key!r}: give it in [defaults], [matrix] or [[case]]")
+        if kind in ("queue", "http") and "requests" not in params and "duration" not in params:
+            raise self.fail("a case has neither 'requests' nor 'duration': every load must be bounded")
+        if params.get("model") == "open" and "rate" not in params:
+            raise self.fail("the open model needs 'rate'")
+
+
+def _num(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"cpu must be a number, got {value!r}")
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"memory_mb must be an integer, got {value!r}")
+    return value
