@@ -59,8 +59,10 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
         table.add_column(header, justify="right")
         if fig and fig in with_article:
             table.add_column("article\n" + header.split("\n")[0], justify="right", style="dim")
+    driven = kind != "celery"  # celery cases enqueue from a probe, not from the load driver
     table.add_column("limits", justify="left")
-    table.add_column("driver\nCPU %", justify="right")
+    if driven:
+        table.add_column("driver\nCPU %", justify="right")
     table.add_column("status", justify="left")
     if "note" in with_article:
         table.add_column("article says", justify="left", style="dim")
@@ -77,8 +79,9 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
             if fig and fig in with_article:
                 row.append(_fmt(article.get(fig), fmt))
         row.append(limits_summary(case))
-        cpu = s.get("driver_cpu_pct")
-        row.append(_fmt(cpu, "{:.0f}") + (" SAT" if s.get("driver_saturated") else ""))
+        if driven:
+            cpu = s.get("driver_cpu_pct")
+            row.append(_fmt(cpu, "{:.0f}") + (" SAT" if s.get("driver_saturated") else ""))
         status = case.get("status", "failed")
         row.append({"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(status, "[bold red]failed[/]"))
         if "note" in with_article:
@@ -109,7 +112,7 @@ def notes(result: dict[str, Any]) -> list[str]:
                            + "; ".join(record.get("notes", [])) + "[/]")
         for failure in case.get("failures", []):
             out.append(f"[red]{case['label']}: {failure}[/]")
-    if not any("bottleneck" in n for n in out):
+    if result["scenario"]["kind"] != "celery" and not any("bottleneck" in n for n in out):
         out.append("[dim]the load driver was not the bottleneck in any case (every driver process "
                    "below 90 % of a core)[/]")
     return out

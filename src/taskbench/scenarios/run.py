@@ -113,7 +113,7 @@ class ScenarioRunner:
     @staticmethod
     def _finish(case: Case, data: dict[str, Any]) -> dict[str, Any]:
         data["index"] = case.index
-        data["label"] = case.label
+        data.setdefault("label", case.label)
         data["params"] = case.params
         data["limits_asked"] = {k: {"cpu": v.cpu, "memory_mb": v.memory_mb} for k, v in case.limits.items()}
         data["article"] = case.article

@@ -1,0 +1,110 @@
+"""Seed 003: Celery's execution pools, as real ``celery worker`` processes, on a local delay server.
+
+For each case: start the delay server and the worker(s) (``-P POOL -c N -Q queues``), wait until
+every worker announced itself ready, apply the ``workers`` limits if any, run the probe (which
+enqueues the tasks and waits until each ran), measure the workers' CPU time, stop everything, delete
+the case's keys. ``test = "routing"`` with ``io_pool`` set starts the article's two workers: one on
+queue ``io`` with ``io_pool``/``io_concurrency``, one on queue ``cpu`` with ``pool``/``concurrency``;
+without ``io_pool`` one worker with ``pool`` consumes both queues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from taskbench.harness import HarnessError
+from taskbench.harness.cgroups import Cgroups
+from taskbench.harness.processes import ProcessSet
+from taskbench.harness.redis_server import free_port
+from taskbench.scenarios.http import _tree_cpu
+from taskbench.scenarios.spec import Case
+
+
+# the article's concurrency per pool: one process per core for prefork (4 there), 100 green threads
+DEFAULT_CONCURRENCY = {"prefork": 4, "solo": 1, "threads": 100, "gevent": 100, "eventlet": 100}
+
+
+def worker_argv(python: Path, pool: str, concurrency: int, queues: str, name: str) -> list[str]:
+    return [str(python), "-m", "celery", "-A", "taskbench.scenarios.celery_app", "worker", "-P", pool,
+            "-c", str(concurrency), "-Q", queues, "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
+            "--without-heartbeat", "-l", "WARNING"]
+
+
+def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: str, say: Any) -> dict[str, Any]:
+    import redis
+
+    p = case.params
+    prefix = f"taskbench:{run_id}-{case.index}:"
+    port = free_port()
+    logs = out_dir / "logs" / f"{case.index}"
+    env = {**os.environ, "TASKBENCH_CELERY_URL": redis_url, "TASKBENCH_CELERY_PREFIX": prefix,
+           "TASKBENCH_CELERY_SERVER": f"http://127.0.0.1:{port}/", "PYTHONUNBUFFERED": "1"}
+    pool = p["pool"]
+    concurrency = int(p.get("concurrency", DEFAULT_CONCURRENCY[pool]))
+    workers: list[tuple[str, list[str]]]
+    if p["test"] == "routing" and p.get("io_pool"):
+        io_concurrency = int(p.get("io_concurrency", DEFAULT_CONCURRENCY[p["io_pool"]]))
+        workers = [("io", worker_argv(python, p["io_pool"], io_concurrency, "io", "io")),
+                   ("cpu", worker_argv(python, pool, concurrency, "cpu", "cpu"))]
+    else:
+        workers = [("worker", worker_argv(python, pool, concurrency, "io,cpu", "worker"))]
+    result: dict[str, Any] = {"workers": [argv[3:] for _, argv in workers], "failures": []}
+    if "label" not in p:
+        result["label"] = f"{p['test']}, {pool} {concurrency}"
+    client = redis.Redis.from_url(redis_url)
+    cgroups = Cgroups(f"{run_id}-{case.index}")
+    timeout = float(p.get("timeout", 120.0))
+    try:
+        with ProcessSet(env, stop_timeout=10.0) as procs:
+            procs.start("delay-server", [str(python), "-m", "taskbench.scenarios.delay_server", "--port", str(port),
+                                         "--delay", str(p.get("delay", 2.0))], logs / "delay-server.log")
+            started = [procs.start(name, argv, logs / f"{name}.log") for name, argv in workers]
+            deadline = time.monotonic() + 60
+            while int(client.hlen(f"{prefix}ready")) < len(started):
+                for proc in procs.dead():
+                    raise HarnessError(f"{proc.name} exited with code {proc.exit_code()} during start-up; "
+                                       f"its log ends:\n{proc.tail()}")
+                if time.monotonic() > deadline:
+                    raise HarnessError(f"the celery worker(s) were not ready within 60 s (logs in {logs})")
+                time.sleep(0.05)
+            limit = case.limits.get("workers")
+            if limit is not None:
+                result["limits"] = {w.name: cgroups.apply(w.name, [w.pid], limit) for w in started}
+            cpu0 = [_tree_cpu(w.pid) or 0.0 for w in started]
+            probe = subprocess.run([str(python), "-m", "taskbench.scenarios.celery_probe", json.dumps(p)],
+                                   env=env, capture_output=True, text=True, timeout=timeout + 60, check=False)
+            cpu1 = [_tree_cpu(w.pid) or 0.0 for w in started]
+            (logs / "probe.log").write_text(probe.stdout + probe.stderr)
+            if probe.returncode != 0:
+                raise HarnessError(f"the celery probe failed (exit {probe.returncode}): "
+                                   f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ''}")
+            for w in started:
+                if w.name in result.get("limits", {}):
+                    result["limits"][w.name]["stats"] = cgroups.stats(w.name)
+        result["exit_codes"] = procs.exit_codes
+    finally:
+        cgroups.release()
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        if keys:
+            client.unlink(*keys)
+        client.close()
+    data = json.loads(probe.stdout.strip().splitlines()[-1])
+    tasks = int(data["expected"])
+    elapsed = float(data["elapsed_s"])
+    result["probe"] = data
+    result["summary"] = {
+        "tasks": tasks, "elapsed_s": elapsed, "tasks_per_s": tasks / elapsed if elapsed > 0 else None,
+        "cpu_s": sum(b - a for a, b in zip(cpu0, cpu1, strict=True)), "max_parallel": data["max_parallel"],
+        "lost": data["lost"], "duplicated": data["duplicated"],
+    }
+    if data["timed_out"]:
+        result["failures"].append(f"only {data['executed']} of {tasks} tasks ran within {timeout:.0f} s")
+    if data["duplicated"]:
+        result["failures"].append(f"{data['duplicated']} task(s) ran more than once")
+    result["status"] = "failed" if result["failures"] else "ok"
+    return result
