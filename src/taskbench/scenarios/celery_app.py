@@ -74,24 +74,24 @@ class _Running:
         pipe.execute()
 
 
-@app.task
+@app.task  # type: ignore[untyped-decorator,unused-ignore]
 def get_number(task_id: str) -> int:
     with _Running(task_id), urllib.request.urlopen(SERVER, timeout=60) as resp:  # noqa: S310 - loopback
         return int(json.loads(resp.read())["number"])
 
 
-@app.task
+@app.task  # type: ignore[untyped-decorator,unused-ignore]
 def crunch_task(task_id: str, iterations: int) -> int:
     with _Running(task_id):
         return crunch(iterations)
 
 
-@app.task
+@app.task  # type: ignore[untyped-decorator,unused-ignore]
 def sum_numbers(numbers: list[int]) -> int:
     with _Running("sum"):
         return sum(numbers)
 
 
-@worker_ready.connect
+@worker_ready.connect  # type: ignore[untyped-decorator,unused-ignore]
 def _ready(sender: Any = None, **_: Any) -> None:
     client().hset(f"{PREFIX}ready", str(getattr(sender, "hostname", os.getpid())), os.getpid())

@@ -24,7 +24,6 @@ from taskbench.harness.redis_server import free_port
 from taskbench.scenarios.http import _tree_cpu
 from taskbench.scenarios.spec import Case
 
-
 # the article's concurrency per pool: one process per core for prefork (4 there), 100 green threads
 DEFAULT_CONCURRENCY = {"prefork": 4, "solo": 1, "threads": 100, "gevent": 100, "eventlet": 100}
 

@@ -42,7 +42,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
         time.sleep(0.005)
     elapsed = time.perf_counter() - start
     time.sleep(0.2)  # a duplicate would show up now
-    runs = {k.decode(): int(v) for k, v in r.hgetall(f"{PREFIX}runs").items()}
+    runs = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in r.hgetall(f"{PREFIX}runs").items()}
     out.update(
         expected=expected, executed=len(runs), elapsed_s=elapsed,
         lost=max(0, expected - len(runs)), duplicated=sum(v - 1 for v in runs.values() if v > 1),

@@ -107,6 +107,7 @@ PARAMETERS: dict[str, dict[str, Param]] = {
         "label": (str, None, "row label"),
     },
 }
+_LOAD_KEYS = frozenset(_LOAD) - {"limits"} | {"drain_timeout", "label"}
 TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits"}
 
 
@@ -123,8 +124,12 @@ class Case:
 
     @property
     def label(self) -> str:
-        return str(self.params.get("label") or ", ".join(
-            f"{v}" for k, v in self.params.items() if k in self.varying))
+        """``label`` if given, else the case's values of the identity keys that vary between cases."""
+        if self.params.get("label"):
+            return str(self.params["label"])
+        parts = [v if isinstance(v, str) else f"{k}={v:g}" for k, v in self.params.items()
+                 if k in self.varying and k not in _LOAD_KEYS]
+        return ", ".join(parts) or f"case {self.index}"
 
     varying: tuple[str, ...] = ()
 
