@@ -189,3 +189,21 @@ def test_open_model_at_a_modest_rate(port: int) -> None:
     assert 90 <= res.requests <= 110
     assert res.intended == res.requests
     assert res.unsent == 0
+
+
+def test_paced_users_send_at_most_one_request_per_pace(port: int) -> None:
+    """Locust's constant_pacing: 5 users paced at 0.2 s for 2 s send about 50 requests, not thousands."""
+    _reset(port)
+    paced = _run(port, "/ok", users=5, pace=0.2, duration=2.0)
+    _check_consistent(paced)
+    assert 35 <= paced.ok <= 60
+    unpaced = _run(port, "/ok", users=5, duration=0.5)
+    assert unpaced.ok > 4 * paced.ok
+
+
+def test_paced_ramp_adds_users(port: int) -> None:
+    _reset(port)
+    res = _run(port, "/ok", model="ramp", users=10, ramp_per_s=10.0, pace=0.5, duration=2.0)
+    _check_consistent(res)
+    assert max(r["users"] for r in res.per_second) == 10
+    assert res.errors == {}

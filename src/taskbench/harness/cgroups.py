@@ -77,6 +77,24 @@ def _tree_pids(pid: int) -> list[int]:
         return []
 
 
+def tree_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) of a process and its live children."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        total = 0.0
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.NoSuchProcess:
+                continue
+        return total
+    except psutil.NoSuchProcess:
+        return None
+
+
 class Cgroups:
     """Makes, fills and removes one group per component for one run; records what it did."""
 

@@ -17,7 +17,7 @@ from typing import Any
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
-from taskbench.harness.cgroups import Cgroups
+from taskbench.harness.cgroups import Cgroups, tree_cpu
 from taskbench.harness.config import RunConfig
 from taskbench.harness.envs import ensure_env, project_root, versions
 from taskbench.harness.machine import commit_info, machine_info
@@ -169,6 +169,11 @@ class Runner:
                 case["metrics"] = self._cross_check(client, settings, port, sum(counts.values()), case)
                 for component, record in case.get("limits", {}).items():
                     record["stats"] = cgroups.stats(component)
+                    used = tree_cpu(record["pids"][0]) if record["pids"] else None
+                    if used is not None and record.get("cpu_at_start") is not None:
+                        # CPU seconds over the warm-up, load and drain: the limit's effect, measured
+                        record["stats"]["cpu_s"] = used - record["cpu_at_start"]
+                        record["stats"]["wall_s"] = time.monotonic() - record["applied_at"]
         finally:
             cgroups.release()
             case["exit_codes"] = procs.exit_codes
@@ -201,6 +206,8 @@ class Runner:
             limit = self.config.limits.get("api" if proc.name == "api" else "workers")
             if limit is not None:
                 records[proc.name] = cgroups.apply(proc.name, [proc.pid], limit)
+                records[proc.name]["cpu_at_start"] = tree_cpu(proc.pid)
+                records[proc.name]["applied_at"] = time.monotonic()
                 if not records[proc.name]["applied"]:
                     self.say(f"[{name}] {proc.name}: limits {limit.describe()} not applied: "
                              + "; ".join(records[proc.name]["notes"]))

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from taskbench.harness import HarnessError
-from taskbench.harness.cgroups import Cgroups
+from taskbench.harness.cgroups import Cgroups, tree_cpu
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.redis_server import free_port
-from taskbench.scenarios.http import _tree_cpu
 from taskbench.scenarios.spec import Case
 
 # the article's concurrency per pool: one process per core for prefork (4 there), 100 green threads
@@ -74,10 +73,10 @@ def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: st
             limit = case.limits.get("workers")
             if limit is not None:
                 result["limits"] = {w.name: cgroups.apply(w.name, [w.pid], limit) for w in started}
-            cpu0 = [_tree_cpu(w.pid) or 0.0 for w in started]
+            cpu0 = [tree_cpu(w.pid) or 0.0 for w in started]
             probe = subprocess.run([str(python), "-m", "taskbench.scenarios.celery_probe", json.dumps(p)],
                                    env=env, capture_output=True, text=True, timeout=timeout + 60, check=False)
-            cpu1 = [_tree_cpu(w.pid) or 0.0 for w in started]
+            cpu1 = [tree_cpu(w.pid) or 0.0 for w in started]
             (logs / "probe.log").write_text(probe.stdout + probe.stderr)
             if probe.returncode != 0:
                 raise HarnessError(f"the celery probe failed (exit {probe.returncode}): "

@@ -15,7 +15,7 @@ from typing import Any
 
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
-from taskbench.harness.cgroups import Cgroups
+from taskbench.harness.cgroups import Cgroups, tree_cpu
 from taskbench.harness.config import Placement
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.redis_server import free_port
@@ -102,9 +102,9 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
                 if warmup:
                     run_load(template, LoadSpec(users=min(spec.users, 10), requests=warmup,
                                                 timeout=spec.timeout, id_prefix="w"))
-                cpu0 = _tree_cpu(server.pid)
+                cpu0 = tree_cpu(server.pid)
                 load = run_load(template, spec)
-                cpu1 = _tree_cpu(server.pid)
+                cpu1 = tree_cpu(server.pid)
             if limit is not None:
                 result["limits"]["server"]["stats"] = cgroups.stats("server")
             result["exit_codes"] = {}
@@ -153,19 +153,3 @@ def _peaks(stats_dir: Path) -> list[dict[str, Any]]:
             continue
     return out
 
-
-def _tree_cpu(pid: int) -> float | None:
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        total = 0.0
-        for proc in [root, *root.children(recursive=True)]:
-            try:
-                times = proc.cpu_times()
-                total += times.user + times.system
-            except psutil.NoSuchProcess:
-                continue
-        return total
-    except psutil.NoSuchProcess:
-        return None

@@ -77,6 +77,7 @@ PARAMETERS: dict[str, dict[str, Param]] = {
         "io_delay": (float, (0.0, 60.0), "simulated I/O seconds per task"),
         "cpu_iterations": (int, (0, 100_000_000), "CPU work per cpu/* task"),
         "drain_timeout": (float, (1, 3600), "seconds to wait for tasks after the load"),
+        "label": (str, None, "row label"),
     },
     "http": {
         **_LOAD,

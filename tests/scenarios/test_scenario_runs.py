@@ -1,0 +1,190 @@
+"""Scenarios end to end: real servers, real celery workers, real cgroups (or the recorded fallback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskbench.scenarios import load
+from taskbench.scenarios.run import ScenarioRunner
+
+pytestmark = pytest.mark.slow
+TB = [sys.executable, "-m", "taskbench"]
+
+
+def _scenario(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "scenario.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _run(path: Path, out_dir: Path, redis_url: str | None = None) -> dict:
+    runner = ScenarioRunner(load(path), output=out_dir, redis_url=redis_url, say=lambda _: None)
+    result = runner.run()
+    assert json.loads(runner.result_path().read_text())["cases"] == json.loads(json.dumps(result["cases"], default=str))
+    return result
+
+
+def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> None:
+    """The peak of requests in flight is the thread limit (40 by default, raised, also under trio), or 1."""
+    path = _scenario(tmp_path, """
+        name = "threads"
+        description = "t"
+        kind = "http"
+        [defaults]
+        endpoint = "def-sleep"
+        delay = 0.3
+        users = 60
+        duration = 1.5
+        timeout = 20.0
+        [[case]]
+        label = "default"
+        [[case]]
+        label = "raised"
+        thread_limit = 50
+        [[case]]
+        label = "trio raised"
+        server = "hypercorn"
+        worker_class = "trio"
+        thread_limit = 50
+        [[case]]
+        label = "granian"
+        server = "granian"
+        [[case]]
+        label = "blocked"
+        endpoint = "async-blocking"
+        users = 5
+    """)
+    result = _run(path, out_dir)
+    peaks = {c["label"]: c["summary"]["concurrency"] for c in result["cases"]}
+    assert peaks == {"default": 40, "raised": 50, "trio raised": 50, "granian": 40, "blocked": 1}
+    for case in result["cases"]:
+        assert case["status"] == "ok", case["failures"]
+        assert case["summary"]["errors_pct"] == 0
+        assert case["series"], "an RPS-per-second series is recorded"
+
+
+def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path) -> None:
+    path = _scenario(tmp_path, """
+        name = "mw"
+        description = "m"
+        kind = "http"
+        [defaults]
+        endpoint = "hello"
+        users = 10
+        requests = 300
+        layers = 3
+        middleware_work = "write"
+        [matrix]
+        middleware = ["base", "asgi"]
+    """)
+    result = _run(path, out_dir)
+    assert [c["status"] for c in result["cases"]] == ["ok", "ok"]
+    assert all(c["summary"]["requests"] == 300 for c in result["cases"])
+    assert not list(out_dir.rglob("middleware.log")), "the blocking writes' file is deleted after the case"
+
+
+def test_queue_case_under_limits(tmp_path: Path, out_dir: Path, redis_url: str) -> None:
+    path = _scenario(tmp_path, """
+        name = "limited"
+        description = "l"
+        kind = "queue"
+        [defaults]
+        backend = "arq"
+        workload = "io/simple"
+        users = 20
+        requests = 400
+        warmup = 10
+        concurrency = 10
+        limits = "small"
+        [limits.small]
+        api = { cpu = 0.5, memory_mb = 300 }
+        workers = { cpu = 0.5, memory_mb = 300 }
+    """)
+    result = _run(path, out_dir, redis_url)
+    (case,) = result["cases"]
+    assert case["status"] == "ok", case["failures"]
+    assert case["summary"]["accepted"] == 400
+    assert case["summary"]["lost"] == 0
+    assert case["summary"]["duplicated"] == 0
+    records = case["limits"]
+    assert set(records) == {"api", "worker-0"}
+    for record in records.values():
+        assert record["cpu"] == 0.5
+        if record["applied"]:
+            assert record["method"].startswith("cgroup")
+            assert record["stats"]["nr_periods"] > 0
+            assert not any(Path(p).exists() for p in record["paths"]), "groups are removed after the case"
+        else:
+            assert record["notes"], "a limit not applied says why and what was done instead"
+    client = redis.Redis.from_url(redis_url)
+    assert not list(client.scan_iter(match=f"taskbench:{case['run_id']}*"))
+    client.close()
+
+
+def test_celery_pools_chord_and_routing(tmp_path: Path, out_dir: Path, redis_url: str) -> None:
+    path = _scenario(tmp_path, """
+        name = "pools"
+        description = "p"
+        kind = "celery"
+        [defaults]
+        delay = 0.3
+        chord_size = 3
+        tasks = 40
+        cpu_iterations = 100000
+        timeout = 60.0
+        [[case]]
+        label = "chord prefork 2"
+        test = "chord"
+        pool = "prefork"
+        concurrency = 2
+        [[case]]
+        label = "chord gevent"
+        test = "chord"
+        pool = "gevent"
+        [[case]]
+        label = "io eventlet"
+        test = "io"
+        pool = "eventlet"
+        [[case]]
+        label = "routing"
+        test = "routing"
+        pool = "solo"
+        io_pool = "threads"
+        io_concurrency = 20
+    """)
+    result = _run(path, out_dir, redis_url)
+    cases = {c["label"]: c for c in result["cases"]}
+    for case in cases.values():
+        assert case["status"] == "ok", case["failures"]
+        assert case["summary"]["lost"] == 0
+        assert case["summary"]["duplicated"] == 0
+    assert cases["chord prefork 2"]["summary"]["max_parallel"] == 2
+    assert cases["chord gevent"]["summary"]["max_parallel"] == 3
+    assert 3 <= cases["chord gevent"]["probe"]["chord_sum"] <= 30
+    assert cases["io eventlet"]["summary"]["max_parallel"] > 1
+    assert len(cases["routing"]["workers"]) == 2
+    client = redis.Redis.from_url(redis_url)
+    assert not list(client.scan_iter(match=f"taskbench:{result['run_id']}*"))
+    client.close()
+
+
+def test_cli_lists_and_rejects(tmp_path: Path) -> None:
+    out = subprocess.run([*TB, "scenarios"], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0
+    for name in ("background-impact", "backends", "endpoint-styles", "middleware", "servers-and-threads",
+                 "celery-pools"):
+        assert name in out.stdout
+    assert "BROKEN" not in out.stdout
+    bad = _scenario(tmp_path, 'name = "x"\ndescription = "y"\nkind = "http"\n[defaults]\nendpoint = "nope"\n')
+    out = subprocess.run([*TB, "run", "--scenario", str(bad)], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert out.returncode == 2
+    assert f"{bad}:5:" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -1,0 +1,130 @@
+"""Scenario files: matrix expansion, article rows, and every mistake reported with its file and line."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from taskbench.harness.cgroups import Limit
+from taskbench.scenarios import ScenarioError, load, resolve, shipped
+
+HEAD = 'name = "t"\ndescription = "d"\nkind = "queue"\n'
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_every_shipped_scenario_loads() -> None:
+    names = {p.stem for p in shipped()}
+    assert names == {"background-impact", "backends", "endpoint-styles", "middleware", "servers-and-threads",
+                     "celery-pools"}
+    for path in shipped():
+        scenario = load(path)
+        assert scenario.name == path.stem
+        assert scenario.cases
+        assert scenario.article.get("source")
+        labels = [c.label for c in scenario.cases]
+        assert len(set(labels)) == len(labels), f"{path.stem}: two cases share a label"
+        assert any(c.article for c in scenario.cases), "the article's figures are matched to cases"
+
+
+def test_matrix_defaults_cases_limits_and_article(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEAD + """
+        [defaults]
+        workload = "io/simple"
+        duration = 5
+        limits = "small"
+        [matrix]
+        backend = ["arq", "saq"]
+        concurrency = [1, 2, 3]
+        [[case]]
+        backend = "celery"
+        enqueue_mode = "after-response"
+        [limits.small]
+        api = { cpu = 0.2, memory_mb = 200 }
+        workers = { cpu = 0.5 }
+        [[article.rows]]
+        match = { backend = "arq", concurrency = 1 }
+        rps = 227
+        [[article.rows]]
+        match = { backend = "arq" }
+        rps = 1
+    """)
+    scenario = load(path)
+    assert len(scenario.cases) == 7
+    assert [c.index for c in scenario.cases] == list(range(7))
+    first = scenario.cases[0]
+    assert first.params == {"workload": "io/simple", "duration": 5, "limits": "small", "backend": "arq",
+                            "concurrency": 1}
+    assert first.limits == {"api": Limit(cpu=0.2, memory_mb=200), "workers": Limit(cpu=0.5)}
+    assert first.article == {"rps": 227}, "the first matching row wins"
+    assert scenario.cases[1].article == {"rps": 1}
+    assert scenario.cases[3].article is None
+    assert scenario.cases[6].params["enqueue_mode"] == "after-response"
+    assert set(scenario.varying) == {"backend", "concurrency", "enqueue_mode"}
+    assert first.label == "arq, concurrency=1"
+
+
+def test_resolve_by_name_and_path(tmp_path: Path) -> None:
+    assert resolve("middleware").kind == "http"
+    with pytest.raises(ScenarioError, match=r"unknown scenario .nope.*backends"):
+        resolve("nope")
+    with pytest.raises(ScenarioError, match="no such scenario file"):
+        resolve(str(tmp_path / "missing.toml"))
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "fragment"),
+    [
+        ("[defaults\n", 4, "not valid TOML"),
+        ("colour = 1\n", 4, "unknown key 'colour'"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\nusers = 'many'\n", 8,
+         "users must be int"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\nusers = 0\n", 8,
+         "users must be between 1 and 10000"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\nmodel = 'spiky'\n", 8,
+         "model must be one of closed, open, ramp"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\ncolour = 2\n", 8,
+         "unknown parameter 'colour'"),
+        ("[defaults]\nworkload = 'io/simple'\nduration = 1\n[[case]]\nbackend = 'arq'\n[[case]]\nbackend = 'rq'\n",
+         10, "unknown backend 'rq'"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/fast'\nduration = 1\n", 6, "unknown workload 'io/fast'"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\nlimits = 'huge'\n", 8,
+         "no limit set 'huge'"),
+        ("[limits.x]\nredis = { cpu = 1 }\n", 5, "unknown component 'redis'"),
+        ("[limits.x]\napi = { cpu = 0 }\n", 5, "cpu limit must be between"),
+        ("[matrix]\nbackend = []\n", 5, "non-empty list"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\n[[article.rows]]\n"
+         "match = { backend = 'arq' }\nspeed = 3\n", 10, "unknown figure 'speed'"),
+    ],
+)
+def test_mistakes_name_the_line(tmp_path: Path, body: str, line: int, fragment: str) -> None:
+    path = _write(tmp_path, HEAD + body)
+    with pytest.raises(ScenarioError) as err:
+        load(path)
+    assert str(err.value).startswith(f"{path}:{line}: "), str(err.value)
+    assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ("", "no 'backend'"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\n", "every load must be bounded"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\nmodel = 'open'\n", "needs 'rate'"),
+    ],
+)
+def test_incomplete_cases_are_refused(tmp_path: Path, body: str, fragment: str) -> None:
+    with pytest.raises(ScenarioError, match=fragment):
+        load(_write(tmp_path, HEAD + body))
+
+
+def test_unknown_kind(tmp_path: Path) -> None:
+    path = _write(tmp_path, 'name = "t"\ndescription = "d"\nkind = "grpc"\n')
+    with pytest.raises(ScenarioError, match=r":3: unknown kind 'grpc'"):
+        load(path)
