@@ -472,9 +472,9 @@ def drain_case(
 @app.command()
 def report(
     result: Annotated[Path, typer.Argument(help="a result.json written by `taskbench run`")],
-    format: Annotated[str, typer.Option("--format", help="table | json")] = "table",
+    format: Annotated[str, typer.Option("--format", help="table | json | markdown (scenarios)")] = "table",
 ) -> None:
-    """Render a result file."""
+    """Render a result file (of `run`, or of `run --scenario`)."""
     import json
 
     try:
@@ -487,9 +487,23 @@ def report(
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return
-    if format != "table":
-        _fail(f"--format must be table or json, not {format!r}")
+    if format not in ("table", "markdown"):
+        _fail(f"--format must be table, json or markdown, not {format!r}")
     from rich.console import Console
+
+    if isinstance(data, dict) and "scenario" in data:
+        from taskbench.scenarios import report as scenario_report
+
+        try:
+            if format == "markdown":
+                sys.stdout.write(scenario_report.markdown(data))
+            else:
+                scenario_report.render(data, Console())
+        except (KeyError, TypeError) as exc:
+            _fail(f"{result} is not a taskbench scenario result ({type(exc).__name__}: {exc})")
+        return
+    if format == "markdown":
+        _fail("--format markdown renders scenario results; this is a `run` result")
 
     from taskbench.report.table import render
 

@@ -88,6 +88,14 @@ def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path) -> None:
     assert [c["status"] for c in result["cases"]] == ["ok", "ok"]
     assert all(c["summary"]["requests"] == 300 for c in result["cases"])
     assert not list(out_dir.rglob("middleware.log")), "the blocking writes' file is deleted after the case"
+    (path,) = out_dir.rglob("result.json")
+    out = subprocess.run([*TB, "report", str(path), "--format", "markdown"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("| case | RPS |")
+    assert len(lines) == 4
+    assert lines[2].startswith("| base |") and lines[3].startswith("| asgi |")
 
 
 def test_queue_case_under_limits(tmp_path: Path, out_dir: Path, redis_url: str) -> None:

@@ -116,3 +116,34 @@ def notes(result: dict[str, Any]) -> list[str]:
         out.append("[dim]the load driver was not the bottleneck in any case (every driver process "
                    "below 90 % of a core)[/]")
     return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The same table as GitHub markdown (for docs/results.md), article figures in parentheses."""
+    kind = result["scenario"]["kind"]
+    cases = result["cases"]
+    with_article = {fig for c in cases for fig in (c.get("article") or {})}
+    headers = ["case"] + [h.replace("\n", " ") for _, h, _, _ in COLUMNS[kind]] + ["limits"]
+    if kind != "celery":
+        headers.append("driver CPU %")
+    headers.append("status")
+    if "note" in with_article:
+        headers.append("article says")
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for case in cases:
+        s = case.get("summary", {})
+        article = case.get("article") or {}
+        row = [case["label"]]
+        for key, _, fmt, fig in COLUMNS[kind]:
+            cell = _fmt(s.get(key), fmt)
+            if fig and article.get(fig) is not None:
+                cell += f" ({_fmt(article[fig], fmt)})"
+            row.append(cell)
+        row.append(limits_summary(case))
+        if kind != "celery":
+            row.append(_fmt(s.get("driver_cpu_pct"), "{:.0f}") + (" SAT" if s.get("driver_saturated") else ""))
+        row.append(case.get("status", "failed"))
+        if "note" in with_article:
+            row.append(str(article.get("note", "")))
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+    return "\n".join(lines) + "\n"

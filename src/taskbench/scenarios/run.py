@@ -149,5 +149,10 @@ def limits_summary(case: dict[str, Any]) -> str:
     records = case.get("limits") or {}
     if not records:
         return "–"
-    methods = sorted({str(r.get("method")) for r in records.values()})
-    return "/".join(methods)
+    methods = "/".join(sorted({str(r.get("method")) for r in records.values()}))
+    used = []
+    for name, record in records.items():
+        stats = record.get("stats") or {}
+        if stats.get("cpu_s") is not None and stats.get("wall_s"):
+            used.append(f"{name} {stats['cpu_s'] / stats['wall_s']:.2f}")
+    return methods + (f"; CPU used: {', '.join(used)}" if used else "")
