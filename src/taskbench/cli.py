@@ -190,7 +190,6 @@ def run(
 
     from taskbench import backends as registry
     from taskbench.driver import LoadSpec
-    from taskbench.harness import HarnessError
     from taskbench.harness.config import Placement, RunConfig
     from taskbench.harness.runner import Runner
     from taskbench.report.table import render
@@ -220,21 +219,29 @@ def run(
     except ValueError as exc:
         _fail(str(exc))
 
-    def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
     runner = Runner(config, say=lambda text: console.print(f"[dim]{text}[/]"))
-    try:
-        result = runner.run()
-    except HarnessError as exc:
-        _fail(str(exc))
-    except KeyboardInterrupt:
-        _fail("interrupted; every process it started was stopped", code=130)
+    result = _execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
     if any(case["status"] != "ok" for case in result["cases"]):
         raise typer.Exit(1)
+
+
+def _execute(runner: Any, console: Any) -> dict[str, Any]:
+    """Run a Runner or ScenarioRunner: SIGTERM acts as Ctrl-C, errors become one line."""
+    from taskbench.harness import HarnessError
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        result: dict[str, Any] = runner.run()
+    except HarnessError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        _fail("interrupted; every process it started was stopped", code=130)
+    return result
 
 
 @app.command("scenarios")
@@ -256,7 +263,6 @@ def list_scenarios() -> None:
 def _run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None) -> None:
     from rich.console import Console
 
-    from taskbench.harness import HarnessError
     from taskbench.scenarios import ScenarioError, resolve
     from taskbench.scenarios.report import render
     from taskbench.scenarios.run import ScenarioRunner
@@ -275,17 +281,8 @@ def _run_scenario(name: str, cases: str | None, output: Path, redis_url: str | N
     except (ScenarioError, ValueError) as exc:
         _fail(str(exc))
 
-    def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
     console.print(f"[dim]scenario {found.name}: {len(runner.cases)} case(s) from {found.path}[/]")
-    try:
-        result = runner.run()
-    except HarnessError as exc:
-        _fail(str(exc))
-    except KeyboardInterrupt:
-        _fail("interrupted; every process it started was stopped", code=130)
+    result = _execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
     if any(case.get("status") == "failed" for case in result["cases"]):

@@ -49,3 +49,18 @@ def commit_info(root: Path | None) -> dict[str, Any]:
         "branch": git("rev-parse", "--abbrev-ref", "HEAD") or None,
         "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
     }
+
+
+def result_header(run_id: str, root: Path | None, schema: int, **fields: Any) -> dict[str, Any]:
+    """The fields every result JSON starts with: what ran, when, where, from which commit."""
+    import datetime as dt
+
+    return {
+        "schema": schema,
+        "run_id": run_id,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        **fields,
+        "machine": machine_info(),
+        "commit": commit_info(root),
+    }

@@ -6,7 +6,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +19,7 @@ from taskbench.harness import HarnessError
 from taskbench.harness.cgroups import Cgroups, tree_cpu
 from taskbench.harness.config import RunConfig
 from taskbench.harness.envs import ensure_env, project_root, versions
-from taskbench.harness.machine import commit_info, machine_info
+from taskbench.harness.machine import result_header
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.redis_server import check_broker, check_port_free, free_port, provide_redis
 from taskbench.harness.scrape import cross_check
@@ -49,17 +48,8 @@ class Runner:
     def run(self) -> dict[str, Any]:
         cfg = self.config
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        result: dict[str, Any] = {
-            "schema": SCHEMA,
-            "run_id": self.run_id,
-            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "command": sys.argv,
-            "config": cfg.to_dict(),
-            "machine": machine_info(),
-            "commit": commit_info(self.root),
-            "environments": {},
-            "cases": [],
-        }
+        result = result_header(self.run_id, self.root, SCHEMA, config=cfg.to_dict())
+        result.update(environments={}, cases=[])
         pythons = {name: self.environment(name) for name in cfg.backends}
         result["environments"] = {n: versions(str(p)) for n, p in pythons.items()}
         with provide_redis(cfg.redis_url, self.out_dir, cpus=cfg.placement.redis,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,19 +39,11 @@ class ScenarioRunner:
 
     def run(self) -> dict[str, Any]:
         from taskbench.harness.envs import project_root
-        from taskbench.harness.machine import commit_info, machine_info
+        from taskbench.harness.machine import result_header
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        result: dict[str, Any] = {
-            "schema": SCHEMA,
-            "run_id": self.run_id,
-            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "command": sys.argv,
-            "scenario": self.scenario.to_dict(),
-            "machine": machine_info(),
-            "commit": commit_info(project_root()),
-            "cases": [],
-        }
+        result = result_header(self.run_id, project_root(), SCHEMA, scenario=self.scenario.to_dict())
+        result["cases"] = []
         runner = {"queue": self._queue, "http": self._http, "celery": self._celery}[self.scenario.kind]
         runner(result)
         result["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
