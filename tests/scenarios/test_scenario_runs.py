@@ -81,21 +81,27 @@ def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path) -> None:
         requests = 300
         layers = 3
         middleware_work = "write"
+        repeat = 2
         [matrix]
         middleware = ["base", "asgi"]
     """)
     result = _run(path, out_dir)
     assert [c["status"] for c in result["cases"]] == ["ok", "ok"]
     assert all(c["summary"]["requests"] == 300 for c in result["cases"])
+    for case in result["cases"]:
+        assert case["summary"]["runs"] == 2
+        assert [r["summary"]["requests"] for r in case["repeats"]] == [300, 300], "each run in fresh processes"
+        assert case["summary"]["rps_min"] <= case["summary"]["rps"] <= case["summary"]["rps_max"]
     assert not list(out_dir.rglob("middleware.log")), "the blocking writes' file is deleted after the case"
     (path,) = out_dir.rglob("result.json")
     out = subprocess.run([*TB, "report", str(path), "--format", "markdown"], capture_output=True, text=True,
                          timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("| case | RPS |")
-    assert len(lines) == 4
+    assert lines[0].startswith("| case | RPS | peak RPS |") and "| runs: RPS range |" in lines[0]
+    assert len(lines) == 6
     assert lines[2].startswith("| base |") and lines[3].startswith("| asgi |")
+    assert lines[4] == "" and lines[5].startswith("machine: ")
 
 
 def test_queue_case_under_limits(tmp_path: Path, out_dir: Path, redis_url: str) -> None:
@@ -128,6 +134,7 @@ def test_queue_case_under_limits(tmp_path: Path, out_dir: Path, redis_url: str) 
         if record["applied"]:
             assert record["method"].startswith("cgroup")
             assert record["stats"]["nr_periods"] > 0
+            assert 0 < record["load_cpu"] < 0.75, "the CPU used under load stays near the 0.5 limit"
             assert not any(Path(p).exists() for p in record["paths"]), "groups are removed after the case"
         else:
             assert record["notes"], "a limit not applied says why and what was done instead"
@@ -190,6 +197,13 @@ def test_cli_lists_and_rejects(tmp_path: Path) -> None:
                  "celery-pools"):
         assert name in out.stdout
     assert "BROKEN" not in out.stdout
+    out = subprocess.run([*TB, "scenarios", "--parameters"], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert out.returncode == 0
+    for kind in ("queue", "http", "celery"):
+        assert f"{kind} scenarios:" in out.stdout
+    assert "users              int 1..10000" in out.stdout
+    assert "model              closed | open | ramp" in out.stdout
     bad = _scenario(tmp_path, 'name = "x"\ndescription = "y"\nkind = "http"\n[defaults]\nendpoint = "nope"\n')
     out = subprocess.run([*TB, "run", "--scenario", str(bad)], capture_output=True, text=True, timeout=60,
                          check=False)

@@ -99,6 +99,9 @@ def test_resolve_by_name_and_path(tmp_path: Path) -> None:
         ("[limits.x]\nredis = { cpu = 1 }\n", 5, "unknown component 'redis'"),
         ("[limits.x]\napi = { cpu = 0 }\n", 5, "cpu limit must be between"),
         ("[matrix]\nbackend = []\n", 5, "non-empty list"),
+        ('[limits."0.2 CPU / 200 MB"]\napi = { cpu = "x" }\n', 5, "cpu must be a number"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\nlabel = '{backend} at {limit}'\n", 8,
+         "names 'limit', which this case does not set"),
         ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\n[[article.rows]]\n"
          "match = { backend = 'arq' }\nspeed = 3\n", 10, "unknown figure 'speed'"),
     ],
@@ -128,3 +131,28 @@ def test_unknown_kind(tmp_path: Path) -> None:
     path = _write(tmp_path, 'name = "t"\ndescription = "d"\nkind = "grpc"\n')
     with pytest.raises(ScenarioError, match=r":3: unknown kind 'grpc'"):
         load(path)
+
+
+def test_label_templates_take_the_case_values(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEAD + """
+        [defaults]
+        workload = "io/simple"
+        duration = 5
+        label = "{backend} at {limits}, {duration} s"
+        [matrix]
+        backend = ["arq", "saq"]
+        limits = ["0.2 CPU / 200 MB"]
+        [[case]]
+        backend = "celery"
+        label = "{backend} alone"
+        [limits."0.2 CPU / 200 MB"]
+        api = { cpu = 0.2, memory_mb = 200 }
+        [[article.rows]]
+        match = { backend = "saq", limits = "0.2 CPU / 200 MB" }
+        rps = 162
+    """)
+    scenario = load(path)
+    assert [c.label for c in scenario.cases] == [
+        "arq at 0.2 CPU / 200 MB, 5 s", "saq at 0.2 CPU / 200 MB, 5 s", "celery alone"]
+    assert scenario.cases[1].article == {"rps": 162}
+    assert scenario.cases[0].limits["api"] == Limit(cpu=0.2, memory_mb=200)

@@ -31,7 +31,26 @@ def machine_info() -> dict[str, Any]:
         "memory_bytes": psutil.virtual_memory().total,
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
+        "cpu_calibration": cpu_calibration(),
     }
+
+
+def cpu_calibration(iterations: int = 1_000_000, rounds: int = 3) -> dict[str, Any]:
+    """CPU milliseconds one core needs for ``crunch(iterations)`` (the cpu/* task), best of ``rounds``.
+
+    Virtual machines change speed from day to day: the same host ran this in 50 ms one session and
+    90 ms the next. Results from different runs compare only after scaling by this figure.
+    """
+    import time
+
+    from taskbench.workloads import crunch
+
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.process_time()
+        crunch(iterations)
+        best = min(best, time.process_time() - start)
+    return {"task": f"crunch({iterations})", "best_of": rounds, "cpu_ms": round(best * 1000, 1)}
 
 
 def commit_info(root: Path | None) -> dict[str, Any]:

@@ -144,10 +144,20 @@ class Runner:
                 )
                 warm_accepted = self._warm_up(template, procs, client, ledger)
                 self.say(f"[{name}] load: {_describe_load(cfg.load)}")
+                limited = case.get("limits", {})
+                for record in limited.values():
+                    record["cpu_at_load_start"] = tree_cpu(record["pids"][0]) if record["pids"] else None
                 load_start = time.time()
                 with pinned(cfg.placement.driver):
                     load = run_load(template, cfg.load)
                 load_end = time.time()
+                for record in limited.values():
+                    # the share of a CPU each limited component used while the load ran: at the
+                    # limit, that component was the bottleneck
+                    used = tree_cpu(record["pids"][0]) if record["pids"] else None
+                    start_cpu = record.pop("cpu_at_load_start")
+                    if used is not None and start_cpu is not None and load_end > load_start:
+                        record["load_cpu"] = (used - start_cpu) / (load_end - load_start)
                 self.say(f"[{name}] {load.ok} accepted at {load.rps:.0f} req/s; draining")
                 target = warm_accepted + len(load.accepted_ids)
                 drained, drain_deadline = self._drain(procs, client, ledger, target, load_end, case)

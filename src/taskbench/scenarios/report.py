@@ -21,7 +21,8 @@ COLUMNS: dict[str, list[Column]] = {
         ("e2e_p95_ms", "e2e p95\nms", "{:.0f}", None),
     ],
     "http": [
-        ("rps", "RPS", "{:.0f}", "rps"), ("p50_ms", "median\nms", "{:.0f}", "p50_ms"),
+        ("rps", "RPS", "{:.0f}", "rps"), ("peak_rps", "peak\nRPS", "{:.0f}", "peak_rps"),
+        ("p50_ms", "median\nms", "{:.0f}", "p50_ms"),
         ("p95_ms", "p95\nms", "{:.0f}", "p95_ms"), ("errors_pct", "errors\n%", "{:.1f}", "errors_pct"),
         ("concurrency", "in flight\n(peak)", "{:.0f}", "concurrency"), ("max_users", "users", "{}", None),
         ("server_cpu_s", "server\nCPU s", "{:.1f}", None),
@@ -33,6 +34,18 @@ COLUMNS: dict[str, list[Column]] = {
         ("duplicated", "dup", "{}", None),
     ],
 }
+
+
+# the figure a repeated case is ranked by (its median run is the row), and its name
+SPREAD = {"queue": ("rps", "RPS"), "http": ("rps", "RPS"), "celery": ("tasks_per_s", "tasks/s")}
+
+
+def spread(summary: dict[str, Any], kind: str) -> str:
+    """'3: 850–910' for a case run three times; '' for a single run."""
+    key = SPREAD[kind][0]
+    if not summary.get("runs") or summary.get(f"{key}_min") is None:
+        return ""
+    return f"{summary['runs']}: {summary[f'{key}_min']:.0f}–{summary[f'{key}_max']:.0f}"
 
 
 def _fmt(value: Any, fmt: str) -> str:
@@ -60,6 +73,9 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
         if fig and fig in with_article:
             table.add_column("article\n" + header.split("\n")[0], justify="right", style="dim")
     driven = kind != "celery"  # celery cases enqueue from a probe, not from the load driver
+    repeated = any(c.get("summary", {}).get("runs") for c in cases)
+    if repeated:
+        table.add_column(f"runs:\n{SPREAD[kind][1]} range", justify="right")
     table.add_column("limits", justify="left")
     if driven:
         table.add_column("driver\nCPU %", justify="right")
@@ -78,6 +94,8 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
             row.append(cell)
             if fig and fig in with_article:
                 row.append(_fmt(article.get(fig), fmt))
+        if repeated:
+            row.append(spread(s, kind))
         row.append(limits_summary(case))
         if driven:
             cpu = s.get("driver_cpu_pct")
@@ -95,6 +113,16 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"[dim]article's setup: {art['setup']}[/]")
     for note in notes(result):
         console.print(note)
+    console.print(f"[dim]{machine_line(result)}[/]")
+
+
+def machine_line(result: dict[str, Any]) -> str:
+    """Where the figures come from, with the one-core speed that makes two runs comparable."""
+    m = result.get("machine") or {}
+    cal = m.get("cpu_calibration") or {}
+    speed = f"; one core runs {cal['task']} in {cal['cpu_ms']:.0f} ms" if cal.get("cpu_ms") else ""
+    return (f"machine: {m.get('cpu_model') or 'unknown CPU'}, {m.get('logical_cpus')} CPUs, "
+            f"{m.get('system', '')}, Python {m.get('python', '?')}{speed}")
 
 
 def notes(result: dict[str, Any]) -> list[str]:
@@ -123,7 +151,11 @@ def markdown(result: dict[str, Any]) -> str:
     kind = result["scenario"]["kind"]
     cases = result["cases"]
     with_article = {fig for c in cases for fig in (c.get("article") or {})}
-    headers = ["case"] + [h.replace("\n", " ") for _, h, _, _ in COLUMNS[kind]] + ["limits"]
+    repeated = any(c.get("summary", {}).get("runs") for c in cases)
+    headers = ["case"] + [h.replace("\n", " ") for _, h, _, _ in COLUMNS[kind]]
+    if repeated:
+        headers.append(f"runs: {SPREAD[kind][1]} range")
+    headers.append("limits")
     if kind != "celery":
         headers.append("driver CPU %")
     headers.append("status")
@@ -139,6 +171,8 @@ def markdown(result: dict[str, Any]) -> str:
             if fig and article.get(fig) is not None:
                 cell += f" ({_fmt(article[fig], fmt)})"
             row.append(cell)
+        if repeated:
+            row.append(spread(s, kind))
         row.append(limits_summary(case))
         if kind != "celery":
             row.append(_fmt(s.get("driver_cpu_pct"), "{:.0f}") + (" SAT" if s.get("driver_saturated") else ""))
@@ -146,4 +180,4 @@ def markdown(result: dict[str, Any]) -> str:
         if "note" in with_article:
             row.append(str(article.get("note", "")))
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + machine_line(result) + "\n"

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,8 @@ class ScenarioRunner:
             for case, config in configs:
                 self.say(f"case {case.index}: {case.label}")
                 runner.config = config
-                data = runner.run_case(case.index, case.params["backend"], pythons[case.params["backend"]], url)
+                data = self._repeat(case, partial(runner.run_case, case.index, case.params["backend"],
+                                                  pythons[case.params["backend"]], url))
                 result["cases"].append(self._finish(case, data))
                 self._write(result)
 
@@ -80,7 +82,7 @@ class ScenarioRunner:
         placement = Placement.parse("auto")
         for case in self.cases:
             self.say(f"case {case.index}: {case.label}")
-            data = http.run_case(case, python, self.out_dir, placement, self.say)
+            data = self._repeat(case, partial(http.run_case, case, python, self.out_dir, placement, self.say))
             result["cases"].append(self._finish(case, data))
             self._write(result)
 
@@ -95,11 +97,21 @@ class ScenarioRunner:
             result["redis"] = info
             for case in self.cases:
                 self.say(f"case {case.index}: {case.label}")
-                data = celery_pools.run_case(case, python, url, self.out_dir, self.run_id, self.say)
+                data = self._repeat(case, partial(celery_pools.run_case, case, python, url, self.out_dir,
+                                                  self.run_id, self.say))
                 result["cases"].append(self._finish(case, data))
                 self._write(result)
 
     # -- bookkeeping -----------------------------------------------------------------------
+
+    def _repeat(self, case: Case, run_once: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        runs = []
+        total = int(case.params.get("repeat", 1))
+        for nth in range(total):
+            if total > 1:
+                self.say(f" run {nth + 1} of {total}")
+            runs.append(run_once())
+        return combine_runs(runs, "tasks_per_s" if self.scenario.kind == "celery" else "rps")
 
     @staticmethod
     def _finish(case: Case, data: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +127,34 @@ class ScenarioRunner:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(result, indent=1, default=str))
         tmp.replace(path)
+
+
+def combine_runs(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Several runs of one case as one row: the run with the median ``key``, the spread, every run.
+
+    Correctness is not averaged away: lost and duplicated tasks add up over the runs, and a run
+    that failed makes the case fail.
+    """
+    if len(runs) == 1:
+        return runs[0]
+    ordered = sorted(runs, key=lambda r: float(r.get("summary", {}).get(key) or 0.0))
+    chosen = dict(ordered[len(ordered) // 2])
+    summary = dict(chosen.get("summary", {}))
+    values = [r.get("summary", {}).get(key) for r in runs]
+    numbers = [float(v) for v in values if v is not None]
+    summary["runs"] = len(runs)
+    if numbers:
+        summary[f"{key}_min"], summary[f"{key}_max"] = min(numbers), max(numbers)
+    for count in ("lost", "duplicated"):
+        if any(count in r.get("summary", {}) for r in runs):
+            summary[count] = sum(int(r.get("summary", {}).get(count) or 0) for r in runs)
+    chosen["summary"] = summary
+    statuses = [r.get("status", "failed") for r in runs]
+    chosen["status"] = next((s for s in statuses if s == "failed"), None) \
+        or next((s for s in statuses if s != "ok"), "ok")
+    chosen["failures"] = [f for r in runs for f in r.get("failures", [])]
+    chosen["repeats"] = [{"summary": r.get("summary"), "status": r.get("status")} for r in runs]
+    return chosen
 
 
 def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
@@ -144,6 +184,10 @@ def limits_summary(case: dict[str, Any]) -> str:
     used = []
     for name, record in records.items():
         stats = record.get("stats") or {}
-        if stats.get("cpu_s") is not None and stats.get("wall_s"):
+        if record.get("load_cpu") is not None:
+            used.append(f"{name} {record['load_cpu']:.2f}")
+        elif stats.get("cpu_s") is not None and stats.get("wall_s"):
             used.append(f"{name} {stats['cpu_s'] / stats['wall_s']:.2f}")
-    return methods + (f"; CPU used: {', '.join(used)}" if used else "")
+    label = "CPU used under load" if any(r.get("load_cpu") is not None for r in records.values()) \
+        else "CPU used"
+    return methods + (f"; {label}: {', '.join(used)}" if used else "")

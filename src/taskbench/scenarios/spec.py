@@ -21,6 +21,7 @@ A scenario file::
     [[case]]                  # extra cases: defaults + these values
     backend = "arq"
     enqueue_mode = "after-response"
+    label = "{backend}, enqueued after the response"   # a row label; {name} is the case's value
 
     [limits.small]            # named limit sets, per component
     api = { cpu = 0.2, memory_mb = 200 }
@@ -46,7 +47,8 @@ from taskbench.harness.cgroups import Limit
 KINDS = ("queue", "http", "celery")
 COMPONENTS = {"queue": ("api", "workers"), "http": ("server",), "celery": ("workers",)}
 FIGURES = {
-    "rps": float, "p50_ms": float, "p95_ms": float, "time_to_run_all_s": float, "errors_pct": float,
+    "rps": float, "peak_rps": float, "p50_ms": float, "p95_ms": float, "time_to_run_all_s": float,
+    "errors_pct": float,
     "tasks_per_s": float, "elapsed_s": float, "concurrency": float, "note": str,
 }
 
@@ -77,7 +79,8 @@ PARAMETERS: dict[str, dict[str, Param]] = {
         "io_delay": (float, (0.0, 60.0), "simulated I/O seconds per task"),
         "cpu_iterations": (int, (0, 100_000_000), "CPU work per cpu/* task"),
         "drain_timeout": (float, (1, 3600), "seconds to wait for tasks after the load"),
-        "label": (str, None, "row label"),
+        "label": (str, None, "row label; {name} is replaced by the case's value of name"),
+        "repeat": (int, (1, 20), "runs of the case, each in fresh processes; the table shows the median run"),
     },
     "http": {
         **_LOAD,
@@ -91,7 +94,8 @@ PARAMETERS: dict[str, dict[str, Param]] = {
         "server": (str, ("uvicorn", "hypercorn", "granian"), "ASGI server"),
         "server_workers": (int, (1, 64), "server worker processes"),
         "worker_class": (str, ("asyncio", "uvloop", "trio"), "event loop (hypercorn's -k)"),
-        "label": (str, None, "row label"),
+        "label": (str, None, "row label; {name} is replaced by the case's value of name"),
+        "repeat": (int, (1, 20), "runs of the case, each in fresh processes; the table shows the median run"),
     },
     "celery": {
         "pool": (str, ("prefork", "solo", "threads", "gevent", "eventlet"), "execution pool"),
@@ -105,10 +109,11 @@ PARAMETERS: dict[str, dict[str, Param]] = {
         "io_concurrency": (int, (1, 10_000), "routing: the io worker's pool size"),
         "timeout": (float, (1, 3600), "longest a case may take, seconds"),
         "limits": (str, None, "name of a [limits.NAME] set"),
-        "label": (str, None, "row label"),
+        "label": (str, None, "row label; {name} is replaced by the case's value of name"),
+        "repeat": (int, (1, 20), "runs of the case, each in fresh processes; the table shows the median run"),
     },
 }
-_LOAD_KEYS = frozenset(_LOAD) - {"limits"} | {"drain_timeout", "label"}
+_LOAD_KEYS = frozenset(_LOAD) - {"limits"} | {"drain_timeout", "label", "repeat"}
 TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits"}
 
 
@@ -176,6 +181,7 @@ class _Lines:
                 self.entries.append((table, nth, key.group(1).strip("\"'"), number))
 
     def find(self, table: str, key: str = "", nth: int = 0) -> int | None:
+        table = table.replace('"', "").replace(" ", "")  # as the headers are stored
         for t, n, k, line in self.entries:
             if t == table and n == nth and k == key:
                 return line
@@ -261,6 +267,8 @@ class _Builder:
         cases = []
         for index, params in enumerate(raw):
             self._required(kind, params)
+            if "{" in str(params.get("label", "")):
+                params["label"] = self._label(params, defaults)
             limits = limit_sets.get(params["limits"], {}) if params.get("limits") else {}
             match = next((r for r in rows if all(params.get(k) == v for k, v in r["match"].items())), None)
             figures = {k: v for k, v in match.items() if k != "match"} if match else None
@@ -269,6 +277,19 @@ class _Builder:
         return Scenario(name=data["name"], description=data["description"], kind=kind, path=self.path,
                         seed=str(seed) if seed is not None else None, article=article, cases=cases,
                         limit_sets=limit_sets, varying=varying)
+
+    def _label(self, params: dict[str, Any], defaults: dict[str, Any]) -> str:
+        """A label template such as ``"{backend} at {limits}"``, filled with the case's values."""
+        template = str(params["label"])
+        where = ("defaults", "label") if defaults.get("label") == template else ("case", "label")
+        values = {k: (f"{v:g}" if isinstance(v, float) else v) for k, v in params.items()}
+        try:
+            return template.format(**values)
+        except KeyError as exc:
+            raise self.fail(f"label {template!r} names {exc.args[0]!r}, which this case does not set",
+                            *where) from None
+        except (ValueError, IndexError) as exc:
+            raise self.fail(f"label {template!r}: {exc}", *where) from None
 
     def _table(self, name: str) -> dict[str, Any]:
         value = self.data.get(name, {})

@@ -1,0 +1,60 @@
+"""The scenario table's figures: plateau RPS under a ramp, the CPU limited components used, the machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taskbench.harness.machine import cpu_calibration, machine_info
+from taskbench.scenarios.http import peak_rps
+from taskbench.scenarios.report import machine_line, markdown
+from taskbench.scenarios.run import limits_summary
+
+
+def test_peak_rps_is_the_best_three_second_plateau() -> None:
+    ramp = [{"t": t, "ok": ok, "completed": ok + 1} for t, ok in enumerate([10, 50, 300, 690, 700, 710, 400])]
+    assert peak_rps(ramp) == 700.0
+    assert peak_rps([{"t": 0, "ok": 4}, {"t": 1, "ok": 6}]) == 5.0  # shorter than the window: the mean
+    assert peak_rps([]) is None
+
+
+def test_limits_summary_prefers_the_cpu_used_under_load() -> None:
+    case: dict[str, Any] = {"limits": {
+        "api": {"method": "cgroup-v1", "load_cpu": 0.198, "stats": {"cpu_s": 1.0, "wall_s": 10.0}},
+        "worker-0": {"method": "cgroup-v1", "stats": {"cpu_s": 1.5, "wall_s": 10.0}},
+    }}
+    assert limits_summary(case) == "cgroup-v1; CPU used under load: api 0.20, worker-0 0.15"
+    assert limits_summary({"limits": {"server": {"method": "pinning", "stats": {}}}}) == "pinning"
+    assert limits_summary({}) == "–"
+
+
+def test_the_machine_line_carries_the_one_core_speed() -> None:
+    calibration = cpu_calibration(iterations=20_000, rounds=2)
+    assert calibration["task"] == "crunch(20000)" and calibration["best_of"] == 2
+    assert calibration["cpu_ms"] > 0
+    info = machine_info()
+    assert info["cpu_calibration"]["cpu_ms"] > 0
+    result = {"machine": info, "scenario": {"kind": "http"}, "cases": [
+        {"label": "hello", "summary": {"rps": 10.0, "peak_rps": 12.0, "driver_cpu_pct": 3.0},
+         "article": {"peak_rps": 15.0}, "status": "ok"}]}
+    line = machine_line(result)
+    assert f"{info['logical_cpus']} CPUs" in line and "one core runs crunch(1000000) in" in line
+    table = markdown(result)
+    assert "| hello | 10 | 12 (15) |" in table
+    assert table.rstrip().endswith(line)
+
+
+def test_repeated_runs_keep_the_median_run_and_add_up_losses() -> None:
+    from taskbench.scenarios.report import spread
+    from taskbench.scenarios.run import combine_runs
+
+    runs = [{"summary": {"rps": rps, "lost": lost, "duplicated": 0}, "status": status, "failures": fail}
+            for rps, lost, status, fail in [(900.0, 0, "ok", []), (850.0, 1, "failed", ["1 lost"]),
+                                            (910.0, 0, "ok", [])]]
+    one = combine_runs(runs, "rps")
+    assert one["summary"]["rps"] == 900.0  # the median run is the row
+    assert (one["summary"]["rps_min"], one["summary"]["rps_max"], one["summary"]["runs"]) == (850.0, 910.0, 3)
+    assert one["summary"]["lost"] == 1 and one["status"] == "failed" and one["failures"] == ["1 lost"]
+    assert [r["summary"]["rps"] for r in one["repeats"]] == [900.0, 850.0, 910.0]
+    assert spread(one["summary"], "queue") == "3: 850–910"
+    assert combine_runs(runs[:1], "rps") is runs[0]
+    assert spread(runs[0]["summary"], "http") == ""
