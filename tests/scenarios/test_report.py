@@ -40,6 +40,8 @@ def test_the_machine_line_carries_the_one_core_speed() -> None:
     assert f"{info['logical_cpus']} CPUs" in line and "one core runs crunch(1000000) in" in line
     table = markdown(result)
     assert "| hello | 10 | 12 (15) |" in table
+    result["cases"][0]["summary"]["rps"] = 0.4
+    assert "| hello | 0.4 | 12 (15) |" in markdown(result), "a rate below 10 keeps its decimal"
     assert table.rstrip().endswith(line)
 
 

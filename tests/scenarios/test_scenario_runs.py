@@ -57,13 +57,17 @@ def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> No
         label = "granian"
         server = "granian"
         [[case]]
+        label = "response model"
+        endpoint = "def-sleep-model"
+        [[case]]
         label = "blocked"
         endpoint = "async-blocking"
         users = 5
     """)
     result = _run(path, out_dir)
     peaks = {c["label"]: c["summary"]["concurrency"] for c in result["cases"]}
-    assert peaks == {"default": 40, "raised": 50, "trio raised": 50, "granian": 40, "blocked": 1}
+    assert peaks == {"default": 40, "raised": 50, "trio raised": 50, "granian": 40, "response model": 40,
+                     "blocked": 1}
     for case in result["cases"]:
         assert case["status"] == "ok", case["failures"]
         assert case["summary"]["errors_pct"] == 0

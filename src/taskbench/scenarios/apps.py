@@ -5,9 +5,15 @@ Served as ``taskbench.scenarios.asgi:app`` by uvicorn, hypercorn or granian. Rou
 - ``GET /async-sleep``: ``async def`` + ``await asyncio.sleep(delay)`` (seed 001, case 1);
 - ``GET /def-sleep``: ``def`` + ``time.sleep(delay)``, run in the AnyIO thread pool (seed 001 case 2,
   seed 004's request that holds its thread);
+- ``GET /def-sleep-model``: the same with a response model (a return annotation). FastAPI then
+  validates the returned value in the thread pool too: a second trip that queues behind every
+  request waiting for a thread, so under saturation responses leave in bursts;
 - ``GET /async-blocking``: ``async def`` + ``time.sleep(delay)``: the blocked event loop (seed 001 case 3);
 - ``GET /hello``: seed 002's ``def read_root(): return {"Hello": "World"}``;
 - ``GET /stats``: this process's peak of requests in flight inside the endpoints.
+
+The seeds' endpoints have no return annotation, so no response model: the routes say
+``response_model=None`` to do the same, except ``/def-sleep-model``.
 
 Middleware (seed 002): ``TASKBENCH_APP_MIDDLEWARE`` = none | base | asgi, ``..._LAYERS`` stacked, each
 doing ``..._MIDDLEWARE_WORK`` = pass | write (1000 lines to a file, blocking) | sleep (``await
@@ -133,11 +139,11 @@ def create_app(env: dict[str, str] | None = None) -> FastAPI:
         return {"pid": os.getpid(), "peak": inflight.peak, "now": inflight.now,
                 "thread_limit": anyio.to_thread.current_default_thread_limiter().total_tokens}
 
-    @app.get("/hello")
+    @app.get("/hello", response_model=None)
     def read_root() -> dict[str, str]:
         return {"Hello": "World"}
 
-    @app.get("/async-sleep")
+    @app.get("/async-sleep", response_model=None)
     async def async_sleep() -> dict[str, str]:
         inflight.enter()
         try:
@@ -146,7 +152,7 @@ def create_app(env: dict[str, str] | None = None) -> FastAPI:
             inflight.leave()
         return {"status": "ok"}
 
-    @app.get("/def-sleep")
+    @app.get("/def-sleep", response_model=None)
     def def_sleep() -> dict[str, str]:
         inflight.enter()
         try:
@@ -155,7 +161,11 @@ def create_app(env: dict[str, str] | None = None) -> FastAPI:
             inflight.leave()
         return {"status": "ok"}
 
-    @app.get("/async-blocking")
+    @app.get("/def-sleep-model")
+    def def_sleep_model() -> dict[str, str]:
+        return def_sleep()
+
+    @app.get("/async-blocking", response_model=None)
     async def async_blocking() -> dict[str, str]:
         inflight.enter()
         try:

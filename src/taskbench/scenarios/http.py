@@ -23,8 +23,8 @@ from taskbench.harness.runner import healthy, pinned
 from taskbench.scenarios.spec import Case
 
 APP = "taskbench.scenarios.asgi:app"
-ROUTES = {"async-sleep": "/async-sleep", "def-sleep": "/def-sleep", "async-blocking": "/async-blocking",
-          "hello": "/hello"}
+ROUTES = {"async-sleep": "/async-sleep", "def-sleep": "/def-sleep", "def-sleep-model": "/def-sleep-model",
+          "async-blocking": "/async-blocking", "hello": "/hello"}
 
 
 def server_argv(python: Path, params: dict[str, Any], port: int) -> list[str]:

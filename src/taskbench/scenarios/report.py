@@ -51,6 +51,8 @@ def spread(summary: dict[str, Any], kind: str) -> str:
 def _fmt(value: Any, fmt: str) -> str:
     if value is None:
         return "–"
+    if fmt == "{:.0f}" and isinstance(value, float) and 0 < abs(value) < 9.95 and value != round(value):
+        fmt = "{:.1f}"  # 0.4 req/s is not 0
     try:
         return fmt.format(value)
     except (ValueError, TypeError):

@@ -84,7 +84,8 @@ PARAMETERS: dict[str, dict[str, Param]] = {
     },
     "http": {
         **_LOAD,
-        "endpoint": (str, ("async-sleep", "def-sleep", "async-blocking", "hello", "hold"), "the route"),
+        "endpoint": (str, ("async-sleep", "def-sleep", "def-sleep-model", "async-blocking", "hello"),
+                     "the route"),
         "delay": (float, (0.0, 60.0), "seconds the endpoint waits"),
         "middleware": (str, ("none", "base", "asgi"), "BaseHTTPMiddleware or pure ASGI"),
         "layers": (int, (0, 50), "stacked middleware"),
