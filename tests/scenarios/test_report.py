@@ -60,3 +60,15 @@ def test_repeated_runs_keep_the_median_run_and_add_up_losses() -> None:
     assert spread(one["summary"], "queue") == "3: 850–910"
     assert combine_runs(runs[:1], "rps") is runs[0]
     assert spread(runs[0]["summary"], "http") == ""
+
+
+def test_a_ramp_prints_rps_against_users_without_the_drain() -> None:
+    from taskbench.scenarios.report import series_lines
+
+    series = [{"t": t, "users": min(1000, 100 * (t + 1)), "rps": min(700, 100 * (t + 1))} for t in range(14)]
+    series += [{"t": 14, "users": 400, "rps": 900}]  # the drain after the load: not the ramp
+    result = {"cases": [{"label": "def", "params": {"model": "ramp"}, "series": series},
+                        {"label": "closed", "params": {"model": "closed"}, "series": series}]}
+    (line,) = series_lines(result, points=4)
+    assert line.startswith("def, users→RPS along the ramp: 100→100, ")
+    assert "1000→700" in line and "900" not in line

@@ -9,11 +9,13 @@ from rich.table import Table
 
 from taskbench.scenarios.run import limits_summary
 
+RATE = "rate"  # a rate's format: whole numbers above 10, one decimal below
+
 # (summary key, header, format, article figure key or None)
 Column = tuple[str, str, str, str | None]
 COLUMNS: dict[str, list[Column]] = {
     "queue": [
-        ("rps", "RPS", "{:.0f}", "rps"), ("p50_ms", "median\nms", "{:.0f}", "p50_ms"),
+        ("rps", "RPS", RATE, "rps"), ("p50_ms", "median\nms", "{:.0f}", "p50_ms"),
         ("p95_ms", "p95\nms", "{:.0f}", "p95_ms"),
         ("time_to_run_all_s", "all tasks\nrun in s", "{:.1f}", "time_to_run_all_s"),
         ("errors_pct", "errors\n%", "{:.1f}", "errors_pct"), ("accepted", "accepted", "{}", None),
@@ -21,7 +23,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("e2e_p95_ms", "e2e p95\nms", "{:.0f}", None),
     ],
     "http": [
-        ("rps", "RPS", "{:.0f}", "rps"), ("peak_rps", "peak\nRPS", "{:.0f}", "peak_rps"),
+        ("rps", "RPS", RATE, "rps"), ("peak_rps", "peak\nRPS", RATE, "peak_rps"),
         ("p50_ms", "median\nms", "{:.0f}", "p50_ms"),
         ("p95_ms", "p95\nms", "{:.0f}", "p95_ms"), ("errors_pct", "errors\n%", "{:.1f}", "errors_pct"),
         ("concurrency", "in flight\n(peak)", "{:.0f}", "concurrency"), ("max_users", "users", "{}", None),
@@ -51,8 +53,9 @@ def spread(summary: dict[str, Any], kind: str) -> str:
 def _fmt(value: Any, fmt: str) -> str:
     if value is None:
         return "–"
-    if fmt == "{:.0f}" and isinstance(value, float) and 0 < abs(value) < 9.95 and value != round(value):
-        fmt = "{:.1f}"  # 0.4 req/s is not 0
+    if fmt == RATE:  # whole numbers, but 0.4 req/s is not 0
+        small = isinstance(value, float) and 0 < abs(value) < 9.95 and value != round(value)
+        fmt = "{:.1f}" if small else "{:.0f}"
     try:
         return fmt.format(value)
     except (ValueError, TypeError):
@@ -115,7 +118,29 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"[dim]article's setup: {art['setup']}[/]")
     for note in notes(result):
         console.print(note)
+    for line in series_lines(result):
+        console.print(f"[dim]{line}[/]")
     console.print(f"[dim]{machine_line(result)}[/]")
+
+
+def series_lines(result: dict[str, Any], points: int = 8) -> list[str]:
+    """Under a ramp, RPS against users: where each case stopped keeping up (seed 001's charts)."""
+    out = []
+    for case in result["cases"]:
+        series = case.get("series") or []
+        if (case.get("params") or {}).get("model") != "ramp" or len(series) < 2:
+            continue
+        # seconds while users were still being added, then the plateau; drop the drain at the end
+        peak_users = max(row["users"] for row in series)
+        end = next((i for i, row in enumerate(series) if row["users"] == peak_users), len(series) - 1)
+        rows = series[: min(len(series), end + 3)]
+        step = max(1, len(rows) // points)
+        picked = rows[::step][:points]
+        if picked[-1] is not rows[-1]:
+            picked.append(rows[-1])
+        cells = ", ".join(f"{row['users']}→{row['rps']}" for row in picked)
+        out.append(f"{case['label']}, users→RPS along the ramp: {cells}")
+    return out
 
 
 def machine_line(result: dict[str, Any]) -> str:
@@ -182,4 +207,6 @@ def markdown(result: dict[str, Any]) -> str:
         if "note" in with_article:
             row.append(str(article.get("note", "")))
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
-    return "\n".join(lines) + "\n\n" + machine_line(result) + "\n"
+    series = series_lines(result)
+    extra = "".join(f"- {line}\n" for line in series) + ("\n" if series else "")
+    return "\n".join(lines) + "\n\n" + extra + machine_line(result) + "\n"
