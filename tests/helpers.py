@@ -5,12 +5,15 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.redis_server import free_port
@@ -50,3 +53,33 @@ def served(tmp: Path, env: dict[str, str], python: str = sys.executable) -> Iter
             assert time.monotonic() < deadline, f"API not ready: {proc.tail()}"
             time.sleep(0.05)
         yield port
+
+
+@contextmanager
+def harness_cli(args: list[str], **popen: Any) -> Iterator[subprocess.Popen[str]]:
+    """Start ``taskbench ARGS`` in a session of its own, its output piped as text.
+
+    However the test ends, nothing it started outlives it: a harness still running gets SIGTERM
+    (its own stop path), then everything left of its tree is killed by pid.
+    """
+    proc = subprocess.Popen([sys.executable, "-m", "taskbench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)
+    tree = psutil.Process(proc.pid)
+    started: dict[int, psutil.Process] = {}
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            with suppress(psutil.Error):
+                started.update((p.pid, p) for p in tree.children(recursive=True))
+            proc.terminate()
+            try:
+                proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+            for child in started.values():
+                with suppress(psutil.Error):
+                    child.kill()
+        if proc.stdout is not None:
+            proc.stdout.close()

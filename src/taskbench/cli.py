@@ -227,14 +227,25 @@ def run(
         raise typer.Exit(1)
 
 
-def _execute(runner: Any, console: Any) -> dict[str, Any]:
-    """Run a Runner or ScenarioRunner: SIGTERM acts as Ctrl-C, errors become one line."""
-    from taskbench.harness import HarnessError
+def _interrupt_on_signals() -> None:
+    """SIGINT and SIGTERM raise KeyboardInterrupt, so the stop path runs and stops every process.
+
+    SIGINT is set explicitly: a shell starts a background job with SIGINT ignored, and Python keeps
+    an inherited "ignore", so ``taskbench run &`` could otherwise not be interrupted.
+    """
 
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, on_term)
+
+
+def _execute(runner: Any, console: Any) -> dict[str, Any]:
+    """Run a Runner or ScenarioRunner: SIGTERM acts as Ctrl-C, errors become one line."""
+    from taskbench.harness import HarnessError
+
+    _interrupt_on_signals()
     try:
         result: dict[str, Any] = runner.run()
     except HarnessError as exc:
@@ -378,10 +389,7 @@ def up(
     except ValueError as exc:
         _fail(str(exc))
 
-    def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
+    _interrupt_on_signals()
     stack_up = Up(config, say=lambda text: console.print(f"[dim]{text}[/]"))
     live: Live | None = None
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.helpers import harness_cli
+
 TB = [sys.executable, "-m", "taskbench"]
 
 
@@ -78,22 +80,23 @@ def test_report_renders_and_rejects_garbage(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_interrupt_mid_load_leaves_no_process(redis_url: str, out_dir: Path) -> None:
-    proc = subprocess.Popen(
-        [*TB, "run", "--backends", "arq", "--redis-url", redis_url, "--output", str(out_dir),
+    with harness_cli(
+        ["run", "--backends", "arq", "--redis-url", redis_url, "--output", str(out_dir),
          "--duration", "60", "--users", "10", "--warmup", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    harness = psutil.Process(proc.pid)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    for line in proc.stdout:
-        if "load:" in line or time.monotonic() > deadline:
-            break
-    time.sleep(1.0)
-    started = harness.children(recursive=True)
-    assert len(started) >= 3, started  # the API, the worker and the load driver at least
-    os.kill(proc.pid, signal.SIGINT)
-    proc.communicate(timeout=60)  # reads the rest and closes the pipe
+        # as a shell starts a background job: SIGINT ignored, an "ignore" Python would inherit
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    ) as proc:
+        harness = psutil.Process(proc.pid)
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 120
+        for line in proc.stdout:
+            if "load:" in line or time.monotonic() > deadline:
+                break
+        time.sleep(1.0)
+        started = harness.children(recursive=True)
+        assert len(started) >= 3, started  # the API, the worker and the load driver at least
+        os.kill(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)  # reads the rest and closes the pipe
     _, alive = psutil.wait_procs(started, timeout=10)
     assert not alive, [p.cmdline() for p in alive]
     assert proc.returncode == 130
@@ -101,27 +104,26 @@ def test_interrupt_mid_load_leaves_no_process(redis_url: str, out_dir: Path) -> 
 
 @pytest.mark.slow
 def test_dead_worker_is_reported_not_hidden(redis_url: str, out_dir: Path) -> None:
-    proc = subprocess.Popen(
-        [*TB, "run", "--backends", "arq", "--redis-url", redis_url, "--output", str(out_dir),
+    with harness_cli(
+        ["run", "--backends", "arq", "--redis-url", redis_url, "--output", str(out_dir),
          "--requests", "300", "--users", "5", "--warmup", "0", "--io-delay", "0.05",
          "--concurrency", "2", "--drain-timeout", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    harness = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 120
-    victim = None
-    while victim is None and time.monotonic() < deadline:
-        for child in harness.children(recursive=True):
-            try:
-                if "worker" in child.cmdline():
-                    victim = child
-            except psutil.NoSuchProcess:
-                continue
-        time.sleep(0.2)
-    assert victim is not None
-    time.sleep(3)  # let the load begin
-    victim.kill()
-    out, _ = proc.communicate(timeout=180)
+    ) as proc:
+        harness = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 120
+        victim = None
+        while victim is None and time.monotonic() < deadline:
+            for child in harness.children(recursive=True):
+                try:
+                    if "worker" in child.cmdline():
+                        victim = child
+                except psutil.NoSuchProcess:
+                    continue
+            time.sleep(0.2)
+        assert victim is not None
+        time.sleep(3)  # let the load begin
+        victim.kill()
+        out, _ = proc.communicate(timeout=180)
     assert proc.returncode == 1, out
     assert "worker-0 died during the run (exit code -9)" in out
     result = json.loads(next(out_dir.glob("*/result.json")).read_text())

@@ -17,6 +17,7 @@ import redis
 
 from taskbench.harness.prometheus import find_prometheus
 from taskbench.harness.redis_server import free_port
+from tests.helpers import harness_cli
 
 TB = [sys.executable, "-m", "taskbench"]
 
@@ -25,32 +26,31 @@ TB = [sys.executable, "-m", "taskbench"]
 def test_up_serves_every_url_and_stops_cleanly(redis_url: str, tmp_path: Path) -> None:
     base = free_port()
     prometheus_port = free_port()
-    proc = subprocess.Popen(
-        [*TB, "up", "--backends", "arq,saq,celery", "--redis-url", redis_url, "--port", str(base),
+    with harness_cli(
+        ["up", "--backends", "arq,saq,celery", "--redis-url", redis_url, "--port", str(base),
          "--prometheus-port", str(prometheus_port), "--output", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    assert proc.stdout is not None
-    urls: list[str] = []
-    deadline = time.monotonic() + 240
-    for line in proc.stdout:
-        urls += re.findall(r"http://127\.0\.0\.1:\d+/\S*", line)
-        if "Ctrl-C stops everything" in line or time.monotonic() > deadline:
-            break
-    started = psutil.Process(proc.pid).children(recursive=True)
-    try:
-        names = {u.split("/")[-1] or "root" for u in urls}
-        assert {"docs", "metrics", "root"} <= names, urls  # APIs, their metrics, SAQ web and Flower
-        dashboards = {f"http://127.0.0.1:{base + 2}/", f"http://127.0.0.1:{base + 4}/"}  # SAQ web, Flower
-        assert dashboards <= set(urls), urls
-        if find_prometheus():
-            assert any(u.endswith("/graph") for u in urls), urls
-        for url in urls:
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                assert resp.status == 200, url
-    finally:
-        os.kill(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=90)
+    ) as proc:
+        assert proc.stdout is not None
+        urls: list[str] = []
+        deadline = time.monotonic() + 240
+        for line in proc.stdout:
+            urls += re.findall(r"http://127\.0\.0\.1:\d+/\S*", line)
+            if "Ctrl-C stops everything" in line or time.monotonic() > deadline:
+                break
+        started = psutil.Process(proc.pid).children(recursive=True)
+        try:
+            names = {u.split("/")[-1] or "root" for u in urls}
+            assert {"docs", "metrics", "root"} <= names, urls  # APIs, their metrics, SAQ web and Flower
+            dashboards = {f"http://127.0.0.1:{base + 2}/", f"http://127.0.0.1:{base + 4}/"}  # SAQ web, Flower
+            assert dashboards <= set(urls), urls
+            if find_prometheus():
+                assert any(u.endswith("/graph") for u in urls), urls
+            for url in urls:
+                with urllib.request.urlopen(url, timeout=10) as resp:
+                    assert resp.status == 200, url
+        finally:
+            os.kill(proc.pid, signal.SIGINT)
+            out, _ = proc.communicate(timeout=90)
     _, alive = psutil.wait_procs(started, timeout=10)
     assert not alive, [p.cmdline() for p in alive]
     assert "stopped; no process left running" in out
