@@ -22,11 +22,16 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_every_shipped_scenario_loads() -> None:
     names = {p.stem for p in shipped()}
     assert names == {"background-impact", "backends", "endpoint-styles", "middleware", "servers-and-threads",
-                     "celery-pools"}
+                     "celery-pools", "faults"}
     for path in shipped():
         scenario = load(path)
         assert scenario.name == path.stem
         assert scenario.cases
+        labels = [c.label for c in scenario.cases]
+        assert len(set(labels)) == len(labels), f"{path.stem}: two cases share a label"
+        if path.stem == "faults":  # no article killed anything
+            assert all(c.params["fault"] for c in scenario.cases)
+            continue
         assert scenario.article.get("source")
         labels = [c.label for c in scenario.cases]
         assert len(set(labels)) == len(labels), f"{path.stem}: two cases share a label"
@@ -102,6 +107,10 @@ def test_resolve_by_name_and_path(tmp_path: Path) -> None:
         ('[limits."0.2 CPU / 200 MB"]\napi = { cpu = "x" }\n', 5, "cpu must be a number"),
         ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\nlabel = '{backend} at {limit}'\n", 8,
          "names 'limit', which this case does not set"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\n[matrix]\n"
+         "fault = ['kill-worker@1', 'kill-redis@1']\n", 9, "unknown fault 'kill-redis'"),
+        ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\nfault = 'kill-api'\n", 8,
+         "say when"),
         ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\n[[article.rows]]\n"
          "match = { backend = 'arq' }\nspeed = 3\n", 10, "unknown figure 'speed'"),
     ],

@@ -9,6 +9,7 @@ from typing import Any
 
 from taskbench.driver import LoadSpec
 from taskbench.harness.cgroups import Limit
+from taskbench.harness.faults import Fault
 from taskbench.messages import WORKLOADS
 from taskbench.settings import DEFAULT_BROKER_URLS, Broker, EnqueueMode
 
@@ -84,6 +85,8 @@ class RunConfig:
     placement: Placement = field(default_factory=Placement)
     # per component ("api", "workers"): cgroup limits applied once the stack is ready
     limits: dict[str, Limit] = field(default_factory=dict)
+    # killed mid-load and restarted: the audit and the ledger's times say what it cost
+    fault: Fault | None = None
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:

@@ -23,6 +23,7 @@ class Managed:
     log_path: Path
     cpus: list[int] | None = None
     popen: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict, repr=False)
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -33,9 +34,10 @@ class Managed:
     def start(self, env: Mapping[str, str]) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
+        self.env = dict(env)
         self.popen = subprocess.Popen(
             self.argv,
-            env=dict(env),
+            env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -51,12 +53,12 @@ class Managed:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM the group, wait up to ``timeout``, then SIGKILL it. Returns the exit code."""
+    def stop(self, timeout: float = 10.0, first: signal.Signals = signal.SIGTERM) -> int | None:
+        """Signal the group (SIGTERM), wait up to ``timeout``, then SIGKILL it. Returns the exit code."""
         if self.popen is None:
             return None
         pgid = self.popen.pid  # start_new_session made the child its group's leader
-        _signal_group(pgid, signal.SIGTERM)
+        _signal_group(pgid, first)
         try:
             code = self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -104,6 +106,9 @@ class ProcessSet:
         self.stop_timeout = stop_timeout
         self.procs: list[Managed] = []
         self.exit_codes: dict[str, int | None] = {}
+        self.killed: list[Managed] = []  # by kill(), in order
+        self._lock = threading.Lock()  # a fault thread may kill and restart while the run goes on
+        self._closed = False
 
     def start(
         self,
@@ -115,8 +120,38 @@ class ProcessSet:
         env: Mapping[str, str] | None = None,
     ) -> Managed:
         proc = Managed(name=name, argv=list(argv), log_path=log_path, cpus=cpus)
-        proc.start({**self.env, **(env or {})})
-        self.procs.append(proc)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"not starting {name}: the set is stopping")
+            proc.start({**self.env, **(env or {})})
+            self.procs.append(proc)
+        return proc
+
+    def get(self, name: str) -> Managed:
+        for proc in self.procs:
+            if proc.name == name:
+                return proc
+        raise KeyError(f"no process named {name!r}")
+
+    def kill(self, name: str) -> tuple[int, int | None]:
+        """SIGKILL a process's group at once (a crash, not a stop); returns its pid and exit code."""
+        with self._lock:
+            proc = self.get(name)
+            pid = proc.pid
+            code = proc.stop(timeout=0, first=signal.SIGKILL)
+            self.procs.remove(proc)
+            self.killed.append(proc)
+        return pid, code
+
+    def restart(self, name: str) -> Managed:
+        """Start a killed process again: same name, command, log (appended) and cores."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"not restarting {name}: the set is stopping")
+            old = next(p for p in reversed(self.killed) if p.name == name)
+            proc = Managed(name=name, argv=old.argv, log_path=old.log_path, cpus=old.cpus)
+            proc.start(old.env)
+            self.procs.append(proc)
         return proc
 
     def dead(self) -> list[Managed]:
@@ -126,7 +161,8 @@ class ProcessSet:
         # Reverse start order: the API (no new tasks) before the workers, servers last. A second
         # Ctrl-C (or a signal forwarded twice, as uv and timeout do) must not cut this loop short:
         # the stop is bounded anyway (SIGKILL after ``stop_timeout``).
-        with _interrupts_deferred():
+        with _interrupts_deferred(), self._lock:
+            self._closed = True
             for proc in reversed(self.procs):
                 self.exit_codes[proc.name] = proc.stop(timeout=self.stop_timeout)
             self.procs.clear()

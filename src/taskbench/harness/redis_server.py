@@ -25,6 +25,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def check_port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the servers bind: connections of a stopped server in TIME_WAIT do not hold the port,
+        # a listening socket does
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

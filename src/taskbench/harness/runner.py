@@ -19,8 +19,9 @@ from taskbench.harness import HarnessError
 from taskbench.harness.cgroups import Cgroups, tree_cpu
 from taskbench.harness.config import RunConfig
 from taskbench.harness.envs import ensure_env, project_root, versions
+from taskbench.harness.faults import Injector, summarize
 from taskbench.harness.machine import result_header
-from taskbench.harness.processes import ProcessSet
+from taskbench.harness.processes import Managed, ProcessSet
 from taskbench.harness.redis_server import check_broker, check_port_free, free_port, provide_redis
 from taskbench.harness.scrape import cross_check
 from taskbench.ledger import Ledger, audit
@@ -147,10 +148,17 @@ class Runner:
                 limited = case.get("limits", {})
                 for record in limited.values():
                     record["cpu_at_load_start"] = tree_cpu(record["pids"][0]) if record["pids"] else None
+                injector = self._injector(procs, cgroups, client, settings, port, case)
                 load_start = time.time()
-                with pinned(cfg.placement.driver):
+                with pinned(cfg.placement.driver), injector.armed(load_start) if injector \
+                        else contextlib.nullcontext():
                     load = run_load(template, cfg.load)
                 load_end = time.time()
+                if injector is not None:
+                    case["fault"] = injector.record
+                    if "error" in injector.record:
+                        case["failures"].append(f"fault {cfg.fault.describe() if cfg.fault else ''}: "
+                                                f"{injector.record['error']}")
                 for record in limited.values():
                     # the share of a CPU each limited component used while the load ran: at the
                     # limit, that component was the bottleneck
@@ -166,6 +174,8 @@ class Runner:
                 counts, times = ledger.read(client)
                 report = audit(load.accepted_ids, counts, times, deadline=drain_deadline,
                                ignore_prefix=WARMUP_PREFIX)
+                if "fault" in case:
+                    summarize(case["fault"], times)
                 case["metrics"] = self._cross_check(client, settings, port, sum(counts.values()), case)
                 for component, record in case.get("limits", {}).items():
                     record["stats"] = cgroups.stats(component)
@@ -192,9 +202,39 @@ class Runner:
         case["audit"] = report.to_dict()
         case["cleanup"] = client_cleanup
         case["summary"] = _summary(load_dict, report.to_dict(), load_start, drained)
+        if case.get("fault", {}).get("injected"):
+            fault = case["fault"]
+            case["summary"].update(fault=fault["fault"], restart_ready_s=fault.get("ready_after_s"),
+                                   accepting_again_s=fault.get("accepting_again_s"),
+                                   executing_again_s=fault.get("executing_again_s"))
         case["status"] = _status(case, report.ok, drained)
         case["logs"] = str(logs)
         return case
+
+    def _injector(self, procs: ProcessSet, cgroups: Cgroups, client: Any, settings: Settings,
+                  port: int, case: dict[str, Any]) -> Injector | None:
+        fault = self.config.fault
+        if fault is None:
+            return None
+        if fault.target.startswith("worker") and not case["has_worker"]:
+            case["fault"] = {"fault": fault.describe(), "injected": False,
+                             "note": f"{case['backend']} has no worker process to kill"}
+            return None
+
+        def ready(proc: Managed) -> bool:
+            if proc.name == "api":
+                return healthy(port)
+            return bool(client.hexists(f"{settings.prefix}ready", f"worker:{proc.pid}"))
+
+        def restarted(proc: Managed) -> None:
+            # the new process gets the limits the killed one had, as a restarted container would
+            limit = self.config.limits.get("api" if proc.name == "api" else "workers")
+            if limit is not None:
+                applied = cgroups.apply(proc.name, [proc.pid], limit)
+                case.setdefault("fault_limits", {})[proc.name] = applied
+
+        return Injector(fault, procs, ready=ready, restarted=restarted,
+                        ready_timeout=self.config.startup_timeout)
 
     def _apply_limits(self, procs: ProcessSet, cgroups: Cgroups, name: str) -> dict[str, Any]:
         """Each process (and its children) in a group of its own, as docker limits each container.
@@ -274,8 +314,13 @@ class Runner:
         """The processes' own counters must agree with the ledger: succeeded == executions."""
         urls = {"api": f"http://127.0.0.1:{port}/metrics"}
         urls.update({_text(k): _text(v) for k, v in client.hgetall(settings.metrics_key).items()})
-        checked = cross_check(urls, executions)
-        if not checked["match"]:
+        fault = case.get("fault", {})
+        checked = cross_check(urls, executions, settle=0.5 if fault.get("injected") else 3.0)
+        if not checked["match"] and fault.get("injected"):
+            # a SIGKILLed process takes its /metrics with it: its counts cannot be scraped
+            checked["note"] = (f"{fault['target']} was killed mid-run, so its counters are gone; "
+                               "the ledger's audit is the account of this run")
+        elif not checked["match"]:
             succeeded = checked["totals"].get("taskbench_tasks_succeeded_total", 0)
             case["failures"].append(
                 f"metrics disagree with the ledger: {succeeded:.0f} tasks succeeded by the workers' "

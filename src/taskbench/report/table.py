@@ -61,9 +61,30 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
     for note in notes:
         console.print(note)
     for case in result["cases"]:
+        if "fault" in case:
+            console.print(f"{case['backend']}: {fault_line(case['fault'])}")
         for failure in case["failures"]:
             console.print(f"[red]{case['backend']}: {failure}[/]")
         if case["summary"]["driver_saturated"]:
             reason = case["load"].get("saturation_reason") or "driver CPU ≥ 90 %"
             console.print(f"[yellow]{case['backend']}: the load driver saturated ({reason}); "
                           "its RPS is a lower bound of the server's[/]")
+
+
+def fault_line(fault: dict[str, Any]) -> str:
+    """What an injected fault did and how long the run took to recover from it."""
+    if not fault.get("injected"):
+        return f"fault {fault['fault']}: not injected ({fault.get('note') or fault.get('error')})"
+
+    def seconds(value: float | None) -> str:
+        return "never" if value is None else f"{value:.2f} s"
+
+    parts = [f"fault {fault['fault']}: {fault['target']} (pid {fault['killed_pid']}) killed"]
+    if "ready_after_s" in fault:
+        parts.append(f"restarted and ready after {fault['ready_after_s']:.2f} s")
+    elif "error" in fault:
+        parts.append(f"restart failed: {fault['error']}")
+    if "accepting_again_s" in fault:
+        parts.append(f"tasks accepted at half the earlier rate again after {seconds(fault['accepting_again_s'])}, "
+                     f"executed after {seconds(fault['executing_again_s'])}")
+    return "; ".join(parts)

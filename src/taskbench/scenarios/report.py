@@ -38,6 +38,19 @@ COLUMNS: dict[str, list[Column]] = {
 }
 
 
+# shown when a case of the scenario injected a fault: how long the run took to recover
+FAULT_COLUMNS: list[Column] = [
+    ("restart_ready_s", "restarted,\nready in s", "{:.1f}", None),
+    ("accepting_again_s", "accepting\nagain in s", "{:.1f}", None),
+    ("executing_again_s", "executing\nagain in s", "{:.1f}", None),
+]
+
+
+def columns(kind: str, cases: list[dict[str, Any]]) -> list[Column]:
+    faulted = any(c.get("summary", {}).get("fault") for c in cases)
+    return COLUMNS[kind] + (FAULT_COLUMNS if faulted else [])
+
+
 # the figure a repeated case is ranked by (its median run is the row), and its name
 SPREAD = {"queue": ("rps", "RPS"), "http": ("rps", "RPS"), "celery": ("tasks_per_s", "tasks/s")}
 
@@ -73,7 +86,8 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
     table = Table(title=f"taskbench scenario {scenario['name']} ({result['run_id']}): {scenario['description']}",
                   title_justify="left")
     table.add_column("case", justify="left")
-    for _key, header, _, fig in COLUMNS[kind]:
+    shown = columns(kind, cases)
+    for _key, header, _, fig in shown:
         table.add_column(header, justify="right")
         if fig and fig in with_article:
             table.add_column("article\n" + header.split("\n")[0], justify="right", style="dim")
@@ -91,7 +105,7 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
         s = case.get("summary", {})
         article = case.get("article") or {}
         row = [case["label"]]
-        for key, _, fmt, fig in COLUMNS[kind]:
+        for key, _, fmt, fig in shown:
             value = s.get(key)
             cell = _fmt(value, fmt)
             if key in ("lost", "duplicated") and value:
@@ -179,7 +193,8 @@ def markdown(result: dict[str, Any]) -> str:
     cases = result["cases"]
     with_article = {fig for c in cases for fig in (c.get("article") or {})}
     repeated = any(c.get("summary", {}).get("runs") for c in cases)
-    headers = ["case"] + [h.replace("\n", " ") for _, h, _, _ in COLUMNS[kind]]
+    shown = columns(kind, cases)
+    headers = ["case"] + [h.replace("\n", " ") for _, h, _, _ in shown]
     if repeated:
         headers.append(f"runs: {SPREAD[kind][1]} range")
     headers.append("limits")
@@ -193,7 +208,7 @@ def markdown(result: dict[str, Any]) -> str:
         s = case.get("summary", {})
         article = case.get("article") or {}
         row = [case["label"]]
-        for key, _, fmt, fig in COLUMNS[kind]:
+        for key, _, fmt, fig in shown:
             cell = _fmt(s.get(key), fmt)
             if fig and article.get(fig) is not None:
                 cell += f" ({_fmt(article[fig], fmt)})"

@@ -160,6 +160,7 @@ def combine_runs(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
 def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
     from taskbench.driver import LoadSpec
     from taskbench.harness.config import RunConfig
+    from taskbench.harness.faults import Fault
 
     p = case.params
     load = LoadSpec(model=p.get("model", "closed"), users=p.get("users", 100), rate=p.get("rate"),
@@ -172,6 +173,7 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         io_delay=p.get("io_delay", 0.0), cpu_iterations=p.get("cpu_iterations", 200_000),
         redis_url=redis_url, broker=p.get("broker", "redis"), output=output, warmup=p.get("warmup", 200),
         drain_timeout=p.get("drain_timeout", 120.0), placement=Placement.parse("auto"), limits=case.limits,
+        task_timeout=p.get("task_timeout", 60.0), fault=Fault.parse(p["fault"]) if "fault" in p else None,
     )
 
 

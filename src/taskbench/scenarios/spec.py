@@ -79,6 +79,8 @@ PARAMETERS: dict[str, dict[str, Param]] = {
         "io_delay": (float, (0.0, 60.0), "simulated I/O seconds per task"),
         "cpu_iterations": (int, (0, 100_000_000), "CPU work per cpu/* task"),
         "drain_timeout": (float, (1, 3600), "seconds to wait for tasks after the load"),
+        "task_timeout": (float, (1, 86_400), "longest a task may run; when a dead worker's task is retried"),
+        "fault": (str, None, "kill-worker@SECONDS or kill-api@SECONDS: killed mid-load, then restarted"),
         "label": (str, None, "row label; {name} is replaced by the case's value of name"),
         "repeat": (int, (1, 20), "runs of the case, each in fresh processes; the table shows the median run"),
     },
@@ -346,6 +348,13 @@ class _Builder:
                 backends.info(value)
             except ValueError as exc:
                 raise self.fail(str(exc), table, line_key, nth) from None
+        if key == "fault":
+            from taskbench.harness.faults import Fault
+
+            try:
+                Fault.parse(value)
+            except ValueError as exc:
+                raise self.fail(str(exc).removeprefix("--fault: "), table, line_key, nth) from None
         if key == "workload":
             from taskbench.messages import WORKLOADS
 

@@ -1,0 +1,143 @@
+"""Fault injection: specs, the recovery measure, kill-and-restart of real processes, and whole runs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from taskbench.harness.faults import Fault, recovery
+from taskbench.harness.processes import ProcessSet
+from tests.helpers import harness_cli
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [("kill-redis@2", "unknown fault 'kill-redis'"), ("kill-worker", "say when"),
+     ("kill-api@soon", "'soon' is not a number"), ("kill-api@0", "in (0, 3600]")],
+)
+def test_bad_fault_specs_say_what_is_wrong(text: str, fragment: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        Fault.parse(text)
+
+
+def test_fault_spec() -> None:
+    fault = Fault.parse(" kill-worker@2.5 ")
+    assert (fault.kind, fault.at, fault.target, fault.describe()) == ("kill-worker", 2.5, "worker-0",
+                                                                     "kill-worker@2.5")
+    assert Fault.parse("kill-api@1").target == "api"
+
+
+def _steady(start: float, end: float, per_s: int) -> list[float]:
+    n = round((end - start) * per_s)
+    return [start + i / per_s for i in range(n)]
+
+
+def test_recovery_is_the_gap_until_half_the_earlier_rate() -> None:
+    before = _steady(0.0, 10.0, 100)
+    # nothing for 1 s after the fault at 10 s, a trickle (10/s, below half), nothing, then 100/s again
+    events = before + _steady(11.0, 12.0, 10) + _steady(13.0, 20.0, 100)
+    assert recovery(events, 10.0) == pytest.approx(3.0, abs=0.02)
+    # back at 60/s: half of 100/s is enough
+    assert recovery(before + _steady(10.5, 20.0, 60), 10.0) == pytest.approx(0.5, abs=0.02)
+    assert recovery(before, 10.0) is None  # never came back
+    assert recovery(_steady(0.0, 20.0, 100), 10.0) == pytest.approx(0.0, abs=0.02)
+    assert recovery(_steady(10.0, 20.0, 100), 10.0) is None  # no earlier rate to recover to
+    assert recovery([], 10.0) is None
+
+
+def _wait_for_lines(log: Path, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if log.is_file() and log.read_text().split().count("up") >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{log}: {count} start(s) not seen")
+
+
+def test_kill_then_restart_replaces_the_whole_group(tmp_path: Path) -> None:
+    # a parent with a child in its process group, as a worker with a pool
+    code = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; "
+            "time.sleep(300)']); print('up', flush=True); time.sleep(300)")
+    with ProcessSet({}, stop_timeout=5) as procs:
+        first = procs.start("worker-0", [sys.executable, "-c", code], tmp_path / "w.log")
+        _wait_for_lines(tmp_path / "w.log", 1)
+        tree = [psutil.Process(first.pid), *psutil.Process(first.pid).children()]
+        pid, code_at_kill = procs.kill("worker-0")
+        assert pid == first.pid and code_at_kill == -9
+        _, alive = psutil.wait_procs(tree, timeout=5)
+        assert not alive, "SIGKILL reaches the whole group"
+        second = procs.restart("worker-0")
+        assert second.pid != first.pid and second.alive()
+        assert [p.name for p in procs.procs] == ["worker-0"]
+        _wait_for_lines(tmp_path / "w.log", 2)
+        started = [psutil.Process(second.pid), *psutil.Process(second.pid).children()]
+    _, alive = psutil.wait_procs(started, timeout=5)
+    assert not alive
+    assert (tmp_path / "w.log").read_text().split().count("up") == 2, "the log is appended, not replaced"
+    with pytest.raises(RuntimeError, match="stopping"):
+        procs.restart("worker-0")
+
+
+def _run(args: list[str]) -> tuple[int, str, list[psutil.Process]]:
+    started: dict[int, psutil.Process] = {}
+    with harness_cli(args) as proc:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                started.update((p.pid, p) for p in psutil.Process(proc.pid).children(recursive=True))
+        proc.wait(timeout=60)
+    return proc.returncode, "".join(lines), list(started.values())
+
+
+@pytest.mark.slow
+def test_killed_worker_is_restarted_and_nothing_is_lost(redis_url: str, out_dir: Path) -> None:
+    code, out, started = _run(
+        ["run", "--backends", "arq", "--redis-url", redis_url, "--output", str(out_dir), "--users", "10",
+         "--duration", "5", "--warmup", "20", "--task-timeout", "3", "--fault", "kill-worker@2"])
+    result = json.loads(next(out_dir.glob("*/result.json")).read_text())
+    case = result["cases"][0]
+    fault = case["fault"]
+    assert fault["injected"] and fault["killed_exit_code"] == -9, fault
+    assert fault["restarted_pid"] != fault["killed_pid"]
+    assert fault["ready_after_s"] > 0 and fault["executing_again_s"] is not None, fault
+    assert case["summary"]["lost"] == 0, case["summary"]  # at-least-once: retried, maybe twice
+    assert case["summary"]["executing_again_s"] == fault["executing_again_s"]
+    assert code == (0 if case["summary"]["duplicated"] == 0 else 1), out
+    assert "fault kill-worker@2: worker-0" in out and "restarted and ready after" in out
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert not alive, [p.pid for p in alive]
+
+
+@pytest.mark.slow
+def test_killed_api_loses_what_background_tasks_held(redis_url: str, out_dir: Path) -> None:
+    # each task waits 1 s in the API after its 2xx: at the kill, the last second's tasks die with it
+    code, out, started = _run(
+        ["run", "--backends", "background", "--redis-url", redis_url, "--output", str(out_dir),
+         "--users", "10", "--duration", "4", "--warmup", "0", "--io-delay", "1", "--drain-timeout", "5",
+         "--fault", "kill-api@2"])
+    case = json.loads(next(out_dir.glob("*/result.json")).read_text())["cases"][0]
+    assert case["fault"]["injected"] and case["fault"]["target"] == "api"
+    assert case["summary"]["lost"] > 0, case["summary"]
+    assert case["status"] == "failed" and code == 1, out
+    assert "fault kill-api@2: api" in out
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert not alive, [p.pid for p in alive]
+
+
+def test_a_worker_fault_on_a_backend_without_workers_is_reported(redis_url: str, out_dir: Path) -> None:
+    code, out, _ = _run(
+        ["run", "--backends", "background", "--redis-url", redis_url, "--output", str(out_dir),
+         "--requests", "200", "--users", "5", "--warmup", "0", "--fault", "kill-worker@1"])
+    case = json.loads(next(out_dir.glob("*/result.json")).read_text())["cases"][0]
+    assert case["fault"]["injected"] is False
+    assert "no worker process to kill" in out
+    assert code == 0 and case["summary"]["lost"] == 0
