@@ -81,3 +81,18 @@ def test_async_record_matches_sync(redis_url: str, client: redis.Redis, run_id: 
     assert counts == {"x": 2}
     assert times["x"] == (1.0, 2.0, 4.0)
     assert ledger.executed_count(client) == 1
+
+
+def test_unseen_names_accepted_tasks_not_yet_run_whatever_the_count(client: redis.Redis, run_id: str) -> None:
+    # an API killed between enqueue and answer: its tasks run but were never accepted, so the count
+    # of executions reaches the number accepted while accepted tasks are still waiting
+    ledger = Ledger(f"taskbench:{run_id}:")
+    now = time.time()
+    for task_id in ("a", "b", "x", "y"):  # x and y: executed, never accepted
+        ledger.record_sync(client, task_id, now, now, now)
+    accepted = ["a", "b", "c", "d"]
+    assert ledger.executed_count(client) == len(accepted)
+    assert ledger.unseen(client, accepted, batch=3) == ["c", "d"]
+    ledger.record_sync(client, "c", now, now, now)
+    assert ledger.unseen(client, ["c", "d"]) == ["d"]
+    assert ledger.unseen(client, []) == []

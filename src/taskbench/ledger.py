@@ -69,6 +69,14 @@ class Ledger:
         """Distinct task ids executed so far (cheap: one HLEN)."""
         return int(client.hlen(self.count_key))
 
+    def unseen(self, client: redis.Redis, task_ids: list[str], batch: int = 10_000) -> list[str]:
+        """Those of ``task_ids`` the ledger has not seen executed (HMGET in batches)."""
+        absent: list[str] = []
+        for i in range(0, len(task_ids), batch):
+            chunk = task_ids[i:i + batch]
+            absent += [t for t, v in zip(chunk, client.hmget(self.count_key, chunk), strict=True) if v is None]
+        return absent
+
     def read(self, client: redis.Redis) -> tuple[dict[str, int], dict[str, tuple[float, ...]]]:
         counts = {_s(k): int(v) for k, v in client.hscan_iter(self.count_key, count=10_000)}
         times = {

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis import asyncio as aioredis
 from saq import Worker
-from saq.job import Status
+from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
 
 from taskbench.backends.base import ServiceContext, WorkerContext
@@ -117,6 +117,7 @@ class _Queue(RedisQueue):  # type: ignore[misc,unused-ignore]
         )
         seen, self._not_started = self._not_started, {}
         swept: list[bytes] = []
+        stuck: list[Job] = []
         for job_id, job_bytes in id_jobs:
             job = self.deserialize(job_bytes)
             if job is None:  # record gone: SAQ's cleanup
@@ -131,21 +132,27 @@ class _Queue(RedisQueue):  # type: ignore[misc,unused-ignore]
                 self._not_started[job_id] = job_bytes  # maybe between BLMOVE and the status write
                 continue
             swept.append(job_id)
-            log.warning("sweeping %s (status %s, attempts %d)", job.key, job.status, job.attempts)
-            await self.abort(job, error=self.swept_error_message)
-            try:
-                await job.refresh(abort)
-            except TimeoutError:
-                pass  # nobody finished it: its worker is gone
-            except RuntimeError:
-                continue  # finished meanwhile and its record deleted (ttl=-1)
-            if job.status in (Status.COMPLETE, Status.FAILED):
-                continue
-            if job.retryable:
-                await self.retry(job, error=self.swept_error_message)
-            else:
-                await self.finish(job, Status.ABORTED, error=self.swept_error_message)
+            stuck.append(job)
+        # all at once: each waits up to ``abort`` s for a worker to finish it, and a killed worker
+        # leaves as many stuck jobs as it ran at once (SAQ waits for them one after the other)
+        await asyncio.gather(*(self._requeue(job, abort) for job in stuck))
         return [job_id.decode() for job_id in swept]
+
+    async def _requeue(self, job: Job, abort: float) -> None:
+        log.warning("sweeping %s (status %s, attempts %d)", job.key, job.status, job.attempts)
+        await self.abort(job, error=self.swept_error_message)
+        try:
+            await job.refresh(abort)
+        except TimeoutError:
+            pass  # nobody finished it: its worker is gone
+        except RuntimeError:
+            return  # finished meanwhile and its record deleted (ttl=-1)
+        if job.status in (Status.COMPLETE, Status.FAILED):
+            return
+        if job.retryable:
+            await self.retry(job, error=self.swept_error_message)
+        else:
+            await self.finish(job, Status.ABORTED, error=self.swept_error_message)
 
 
 class _Worker(Worker):  # type: ignore[misc,unused-ignore]

@@ -168,7 +168,8 @@ class Runner:
                         record["load_cpu"] = (used - start_cpu) / (load_end - load_start)
                 self.say(f"[{name}] {load.ok} accepted at {load.rps:.0f} req/s; draining")
                 target = warm_accepted + len(load.accepted_ids)
-                drained, drain_deadline = self._drain(procs, client, ledger, target, load_end, case)
+                drained, drain_deadline = self._drain(procs, client, ledger, target, load_end, case,
+                                                      load.accepted_ids)
                 if not drained:
                     time.sleep(cfg.late_grace)
                 counts, times = ledger.read(client)
@@ -286,12 +287,17 @@ class Runner:
         return warm.ok
 
     def _drain(self, procs: ProcessSet, client: Any, ledger: Ledger, target: int,
-               load_end: float, case: dict[str, Any]) -> tuple[bool, float]:
+               load_end: float, case: dict[str, Any], accepted: list[str]) -> tuple[bool, float]:
         deadline = load_end + self.config.drain_timeout
         reported: set[str] = set()
+        waiting = accepted
         while True:
+            # the count is cheap; it can reach the target early when tasks whose 2xx never reached
+            # the driver ran (an API killed between enqueue and answer), so the ids decide
             if ledger.executed_count(client) >= target:
-                return True, deadline
+                waiting = ledger.unseen(client, waiting)
+                if not waiting:
+                    return True, deadline
             for proc in procs.dead():
                 if proc.name not in reported:
                     reported.add(proc.name)
@@ -305,7 +311,7 @@ class Runner:
             if time.time() > deadline:
                 case["failures"].append(
                     f"drain timeout: {self.config.drain_timeout:.0f} s after the load ended, "
-                    f"{target - ledger.executed_count(client)} tasks had not run")
+                    f"{len(ledger.unseen(client, waiting))} accepted tasks had not run")
                 return False, deadline
             time.sleep(0.05)
 
