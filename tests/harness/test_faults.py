@@ -141,3 +141,29 @@ def test_a_worker_fault_on_a_backend_without_workers_is_reported(redis_url: str,
     assert case["fault"]["injected"] is False
     assert "no worker process to kill" in out
     assert code == 0 and case["summary"]["lost"] == 0
+
+
+@pytest.mark.slow
+def test_interrupt_after_a_fault_leaves_no_process(redis_url: str, out_dir: Path) -> None:
+    started: dict[int, psutil.Process] = {}
+    with harness_cli(["run", "--backends", "arq", "--redis-url", redis_url, "--output", str(out_dir),
+                      "--users", "5", "--duration", "60", "--warmup", "0", "--fault", "kill-worker@1"]) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "load:" in line:
+                break
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while len(workers) < 2 and time.monotonic() < deadline:  # the killed worker's successor is up
+            time.sleep(0.1)
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                started[child.pid] = child
+                with contextlib.suppress(psutil.Error):
+                    if child.cmdline()[-1:] == ["worker"]:
+                        workers.add(child.pid)
+        assert len(workers) == 2, workers
+        proc.send_signal(2)  # SIGINT
+        proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    _, alive = psutil.wait_procs(list(started.values()), timeout=10)
+    assert not alive, [p.pid for p in alive]

@@ -68,7 +68,8 @@ class Injector:
         self.ready_timeout = ready_timeout
         self.record: dict[str, Any] = {"fault": fault.describe(), "target": fault.target,
                                        "injected": False}
-        self._done = threading.Event()
+        self._done = threading.Event()  # the load ended: too late to inject
+        self._cancel = threading.Event()  # the run is being interrupted: stop waiting at once
 
     @contextlib.contextmanager
     def armed(self, load_start: float) -> Iterator[None]:
@@ -78,6 +79,9 @@ class Injector:
         thread.start()
         try:
             yield
+        except BaseException:
+            self._cancel.set()
+            raise
         finally:
             self._done.set()
             thread.join(timeout=self.ready_timeout + 30)
@@ -99,7 +103,7 @@ class Injector:
         self.record["restarted_pid"] = new.pid
         self.restarted(new)
         deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._cancel.is_set():
             if not new.alive():
                 raise RuntimeError(f"the restarted {new.name} exited with code {new.exit_code()}; "
                                    f"its log ({new.log_path}) ends:\n{new.tail()}")
@@ -107,7 +111,8 @@ class Injector:
                 self.record["ready_after_s"] = time.time() - killed_at
                 return
             time.sleep(0.02)
-        raise RuntimeError(f"the restarted {new.name} was not ready within {self.ready_timeout:.0f} s")
+        if not self._cancel.is_set():
+            raise RuntimeError(f"the restarted {new.name} was not ready within {self.ready_timeout:.0f} s")
 
 
 def recovery(events: list[float], fault_at: float) -> float | None:
