@@ -72,3 +72,25 @@ def test_a_ramp_prints_rps_against_users_without_the_drain() -> None:
     (line,) = series_lines(result, points=4)
     assert line.startswith("def, users→RPS along the ramp: 100→100, ")
     assert "1000→700" in line and "900" not in line
+
+
+def test_fault_cases_get_recovery_columns_and_a_line() -> None:
+    from taskbench.report.table import fault_line
+
+    fault = {"fault": "kill-worker@2", "target": "worker-0", "injected": True, "killed_pid": 41,
+             "ready_after_s": 1.25, "accepting_again_s": 0.0, "executing_again_s": None}
+    summary = {"rps": 900.0, "lost": 0, "duplicated": 2, "fault": "kill-worker@2", "restart_ready_s": 1.25,
+               "accepting_again_s": 0.0, "executing_again_s": None}
+    result = {"machine": {}, "scenario": {"kind": "queue"},
+              "cases": [{"label": "saq, kill-worker@2", "summary": summary, "status": "failed"}]}
+    table = markdown(result)
+    assert "restarted, ready in s | accepting again in s | executing again in s" in table
+    assert "| 1.2 | 0.0 | – |" in table
+    plain = {"machine": {}, "scenario": {"kind": "queue"},
+             "cases": [{"label": "saq", "summary": {"rps": 900.0}, "status": "ok"}]}
+    assert "restarted" not in markdown(plain), "no fault, no fault columns"
+    line = fault_line(fault)
+    assert line.startswith("fault kill-worker@2: worker-0 (pid 41) killed; restarted and ready after 1.25 s")
+    assert "executed after never" in line
+    skipped = fault_line({"fault": "kill-worker@2", "injected": False, "note": "background has no worker"})
+    assert skipped == "fault kill-worker@2: not injected (background has no worker)"
