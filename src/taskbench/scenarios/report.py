@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from taskbench.scenarios.run import limits_summary
+from taskbench.scenarios.run import RANKED_BY, limits_summary
 
 RATE = "rate"  # a rate's format: whole numbers above 10, one decimal below
 
@@ -51,13 +51,9 @@ def columns(kind: str, cases: list[dict[str, Any]]) -> list[Column]:
     return COLUMNS[kind] + (FAULT_COLUMNS if faulted else [])
 
 
-# the figure a repeated case is ranked by (its median run is the row), and its name
-SPREAD = {"queue": ("rps", "RPS"), "http": ("rps", "RPS"), "celery": ("tasks_per_s", "tasks/s")}
-
-
 def spread(summary: dict[str, Any], kind: str) -> str:
     """'3: 850–910' for a case run three times; '' for a single run."""
-    key = SPREAD[kind][0]
+    key = RANKED_BY[kind][0]
     if not summary.get("runs") or summary.get(f"{key}_min") is None:
         return ""
     return f"{summary['runs']}: {summary[f'{key}_min']:.0f}–{summary[f'{key}_max']:.0f}"
@@ -94,7 +90,7 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
     driven = kind != "celery"  # celery cases enqueue from a probe, not from the load driver
     repeated = any(c.get("summary", {}).get("runs") for c in cases)
     if repeated:
-        table.add_column(f"runs:\n{SPREAD[kind][1]} range", justify="right")
+        table.add_column(f"runs:\n{RANKED_BY[kind][1]} range", justify="right")
     table.add_column("limits", justify="left")
     if driven:
         table.add_column("driver\nCPU %", justify="right")
@@ -196,7 +192,7 @@ def markdown(result: dict[str, Any]) -> str:
     shown = columns(kind, cases)
     headers = ["case"] + [h.replace("\n", " ") for _, h, _, _ in shown]
     if repeated:
-        headers.append(f"runs: {SPREAD[kind][1]} range")
+        headers.append(f"runs: {RANKED_BY[kind][1]} range")
     headers.append("limits")
     if kind != "celery":
         headers.append("driver CPU %")
