@@ -1,0 +1,51 @@
+"""One way to wait: poll a condition until it holds, a deadline passes, or a check says it never will.
+
+Every loop that used to ``sleep`` and re-check (a process ready, a ledger drained, a port answering)
+goes through :func:`wait_until`, so each wait has a bound, a name for its error message, and one
+place where the polling interval is chosen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class WaitTimeout(TimeoutError):
+    """The condition did not hold within the timeout; the message says what was awaited."""
+
+
+def wait_until(
+    condition: Callable[[], T],
+    timeout: float,
+    *,
+    what: str = "the condition",
+    interval: float = 0.05,
+    abort: Callable[[], str | None] | None = None,
+    raise_on_timeout: bool = True,
+) -> T | None:
+    """Call ``condition`` until it returns a truthy value, which is returned.
+
+    ``abort`` is checked on every pass; a non-empty string it returns ends the wait at once with a
+    :class:`WaitTimeout` carrying that reason (a process that died will never become ready). When
+    ``timeout`` passes, :class:`WaitTimeout` names ``what`` was awaited, or with
+    ``raise_on_timeout=False`` the last (falsy) value is returned.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if abort is not None:
+            reason = abort()
+            if reason:
+                raise WaitTimeout(reason)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            if raise_on_timeout:
+                raise WaitTimeout(f"{what} did not happen within {timeout:g} s")
+            return value
+        time.sleep(min(interval, remaining))
