@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from taskbench.wait import WaitTimeout, wait_until
+from taskbench.wait import WaitTimeoutError, wait_until
 
 
 def test_returns_the_first_truthy_value() -> None:
@@ -15,7 +15,7 @@ def test_returns_the_first_truthy_value() -> None:
 
 
 def test_timeout_names_what_was_awaited() -> None:
-    with pytest.raises(WaitTimeout, match="the API on port 1 answering"):
+    with pytest.raises(WaitTimeoutError, match="the API on port 1 answering"):
         wait_until(lambda: False, timeout=0.05, what="the API on port 1 answering", interval=0.01)
 
 
@@ -24,5 +24,5 @@ def test_timeout_without_raising_returns_the_last_value() -> None:
 
 
 def test_abort_ends_the_wait_with_its_reason() -> None:
-    with pytest.raises(WaitTimeout, match="worker-0 exited with code 1"):
+    with pytest.raises(WaitTimeoutError, match="worker-0 exited with code 1"):
         wait_until(lambda: False, timeout=60, abort=lambda: "worker-0 exited with code 1")

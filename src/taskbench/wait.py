@@ -14,7 +14,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-class WaitTimeout(TimeoutError):
+class WaitTimeoutError(TimeoutError):
     """The condition did not hold within the timeout; the message says what was awaited."""
 
 
@@ -30,8 +30,8 @@ def wait_until(
     """Call ``condition`` until it returns a truthy value, which is returned.
 
     ``abort`` is checked on every pass; a non-empty string it returns ends the wait at once with a
-    :class:`WaitTimeout` carrying that reason (a process that died will never become ready). When
-    ``timeout`` passes, :class:`WaitTimeout` names ``what`` was awaited, or with
+    :class:`WaitTimeoutError` carrying that reason (a process that died will never become ready). When
+    ``timeout`` passes, :class:`WaitTimeoutError` names ``what`` was awaited, or with
     ``raise_on_timeout=False`` the last (falsy) value is returned.
     """
     deadline = time.monotonic() + timeout
@@ -42,10 +42,10 @@ def wait_until(
         if abort is not None:
             reason = abort()
             if reason:
-                raise WaitTimeout(reason)
+                raise WaitTimeoutError(reason)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             if raise_on_timeout:
-                raise WaitTimeout(f"{what} did not happen within {timeout:g} s")
+                raise WaitTimeoutError(f"{what} did not happen within {timeout:g} s")
             return value
         time.sleep(min(interval, remaining))
