@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:
+    from taskbench.harness.runner import Runner
     from taskbench.harness.up import Stack
+    from taskbench.results import Result
+    from taskbench.scenarios.run import ScenarioRunner
     from taskbench.settings import Settings
 
 app = typer.Typer(
@@ -229,15 +232,8 @@ def run(
     result = _execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
-    if any(not _passed(case) for case in result["cases"]):
+    if not result.passed():
         raise typer.Exit(1)
-
-
-def _passed(case: dict[str, Any]) -> bool:
-    """ok; or only failed requests while an injected fault had the API down (the fault's cost)."""
-    if case["status"] == "errors":
-        return bool(case.get("fault", {}).get("injected"))
-    return bool(case["status"] == "ok")
 
 
 def _interrupt_on_signals() -> None:
@@ -254,13 +250,13 @@ def _interrupt_on_signals() -> None:
     signal.signal(signal.SIGTERM, on_term)
 
 
-def _execute(runner: Any, console: Any) -> dict[str, Any]:
+def _execute(runner: Runner | ScenarioRunner, console: Any) -> Result:
     """Run a Runner or ScenarioRunner: SIGTERM acts as Ctrl-C, errors become one line."""
     from taskbench.harness import HarnessError
 
     _interrupt_on_signals()
     try:
-        result: dict[str, Any] = runner.run()
+        result = runner.run()
     except HarnessError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
@@ -307,8 +303,8 @@ def list_scenarios(
 def _run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None) -> None:
     from rich.console import Console
 
+    from taskbench.report.scenario import render
     from taskbench.scenarios import ScenarioError, resolve
-    from taskbench.scenarios.report import render
     from taskbench.scenarios.run import ScenarioRunner
 
     console = Console(stderr=True)
@@ -329,7 +325,7 @@ def _run_scenario(name: str, cases: str | None, output: Path, redis_url: str | N
     result = _execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
-    if any(case.get("status") == "failed" for case in result["cases"]):
+    if not result.passed():
         raise typer.Exit(1)
 
 
@@ -449,10 +445,10 @@ def ceiling(
         data = measure_ceiling(config)
     except (ValueError, HarnessError) as exc:
         _fail(str(exc))
-    lat = data["latency_ms"]
-    typer.echo(f"ceiling (FastAPI + one await redis.incr): {data['rps']:.0f} req/s, "
-               f"median {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms, errors {data['errors']}, "
-               f"driver CPU {100 * data['max_utilization']:.0f} %")
+    lat = data.latency_ms
+    typer.echo(f"ceiling (FastAPI + one await redis.incr): {data.rps:.0f} req/s, "
+               f"median {lat.p50:.1f} ms, p95 {lat.p95:.1f} ms, errors {data.errors}, "
+               f"driver CPU {100 * data.max_utilization:.0f} %")
 
 
 @app.command()
@@ -512,40 +508,31 @@ def report(
     result: Annotated[Path, typer.Argument(help="a result.json written by `taskbench run`")],
     format: Annotated[str, typer.Option("--format", help="table | json | markdown (scenarios)")] = "table",
 ) -> None:
-    """Render a result file (of `run`, or of `run --scenario`)."""
-    import json
+    """Render a result file (of `run`, or of `run --scenario`; older schemas are read too)."""
+    from taskbench.results import ResultFormatError, load
 
-    try:
-        data = json.loads(result.read_text())
-    except OSError as exc:
-        _fail(f"cannot read {result}: {exc.strerror}")
-    except json.JSONDecodeError as exc:
-        _fail(f"{result} is not JSON (line {exc.lineno}: {exc.msg})")
-    if format == "json":
-        json.dump(data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-        return
-    if format not in ("table", "markdown"):
+    if format not in ("table", "json", "markdown"):
         _fail(f"--format must be table, json or markdown, not {format!r}")
+    try:
+        data = load(result)
+    except ResultFormatError as exc:
+        _fail(str(exc))
+    if format == "json":
+        sys.stdout.write(data.to_json() + "\n")
+        return
     from rich.console import Console
 
-    if isinstance(data, dict) and "scenario" in data:
-        from taskbench.scenarios import report as scenario_report
+    if data.kind == "scenario":
+        from taskbench.report import scenario as scenario_report
 
-        try:
-            if format == "markdown":
-                sys.stdout.write(scenario_report.markdown(data))
-            else:
-                scenario_report.render(data, Console())
-        except (KeyError, TypeError) as exc:
-            _fail(f"{result} is not a taskbench scenario result ({type(exc).__name__}: {exc})")
+        if format == "markdown":
+            sys.stdout.write(scenario_report.markdown(data))
+        else:
+            scenario_report.render(data, Console())
         return
     if format == "markdown":
         _fail("--format markdown renders scenario results; this is a `run` result")
 
     from taskbench.report.table import render
 
-    try:
-        render(data, Console())
-    except (KeyError, TypeError) as exc:
-        _fail(f"{result} is not a taskbench result ({exc!r} missing)")
+    render(data, Console())

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from taskbench.driver.histogram import Histogram
+from taskbench.results.model import AuditResult
 
 if TYPE_CHECKING:
     import redis
@@ -111,6 +112,9 @@ class Audit:
     @property
     def ok(self) -> bool:
         return self.lost == 0 and self.duplicated == 0
+
+    def to_model(self) -> AuditResult:
+        return AuditResult.model_validate(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return {

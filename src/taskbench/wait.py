@@ -22,7 +22,7 @@ def wait_until(
     condition: Callable[[], T],
     timeout: float,
     *,
-    what: str = "the condition",
+    what: str = "the condition to hold",
     interval: float = 0.05,
     abort: Callable[[], str | None] | None = None,
     raise_on_timeout: bool = True,
@@ -46,6 +46,6 @@ def wait_until(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             if raise_on_timeout:
-                raise WaitTimeoutError(f"{what} did not happen within {timeout:g} s")
+                raise WaitTimeoutError(f"timed out after {timeout:g} s waiting for {what}")
             return value
         time.sleep(min(interval, remaining))

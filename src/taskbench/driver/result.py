@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taskbench.driver.histogram import Histogram
+from taskbench.results.model import Load
 
 # A driver process using this share of one core is treated as the bottleneck.
 SATURATION_CPU = 0.9
@@ -97,6 +98,13 @@ class LoadResult:
             "first_send": self.first_send,
             "last_response": self.last_response,
         }
+
+    def to_model(self, failed_sample: int = 20) -> Load:
+        """The typed record for a result file: everything but the ids (a sample of the failed ones)."""
+        data = self.to_dict()
+        data.pop("accepted_ids")
+        data["failed_ids_sample"] = dict(list(data.pop("failed_ids").items())[:failed_sample])
+        return Load.model_validate(data)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoadResult:

@@ -14,9 +14,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from taskbench.harness.processes import Managed, ProcessSet
+from taskbench.results import FaultRecord
+from taskbench.wait import WaitTimeoutError, wait_until
 
 KINDS = {
     "kill-worker": "SIGKILL the first worker's process group, then start a new worker",
@@ -66,8 +67,7 @@ class Injector:
         self.ready = ready
         self.restarted = restarted
         self.ready_timeout = ready_timeout
-        self.record: dict[str, Any] = {"fault": fault.describe(), "target": fault.target,
-                                       "injected": False}
+        self.record = FaultRecord(fault=fault.describe(), target=fault.target)
         self._done = threading.Event()  # the load ended: too late to inject
         self._cancel = threading.Event()  # the run is being interrupted: stop waiting at once
 
@@ -88,31 +88,38 @@ class Injector:
 
     def _run(self, load_start: float) -> None:
         if self._done.wait(max(0.0, load_start + self.fault.at - time.time())):
-            self.record["note"] = "the load ended before the fault was due: nothing was killed"
+            self.record.note = "the load ended before the fault was due: nothing was killed"
             return
         try:
             self._inject()
         except Exception as exc:  # reported in the result; the run goes on and says so
-            self.record["error"] = f"{type(exc).__name__}: {exc}"
+            self.record.error = f"{type(exc).__name__}: {exc}"
 
     def _inject(self) -> None:
         killed_at = time.time()
         old_pid, code = self.procs.kill(self.fault.target)
-        self.record.update(injected=True, at=killed_at, killed_pid=old_pid, killed_exit_code=code)
+        self.record.injected, self.record.at = True, killed_at
+        self.record.killed_pid, self.record.killed_exit_code = old_pid, code
         new = self.procs.restart(self.fault.target)
-        self.record["restarted_pid"] = new.pid
+        self.record.restarted_pid = new.pid
         self.restarted(new)
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline and not self._cancel.is_set():
+
+        def gone() -> str | None:
+            if self._cancel.is_set():
+                return "cancelled"
             if not new.alive():
-                raise RuntimeError(f"the restarted {new.name} exited with code {new.exit_code()}; "
-                                   f"its log ({new.log_path}) ends:\n{new.tail()}")
-            if self.ready(new):
-                self.record["ready_after_s"] = time.time() - killed_at
-                return
-            time.sleep(0.02)
-        if not self._cancel.is_set():
-            raise RuntimeError(f"the restarted {new.name} was not ready within {self.ready_timeout:.0f} s")
+                return (f"the restarted {new.name} exited with code {new.exit_code()}; "
+                        f"its log ({new.log_path}) ends:\n{new.tail()}")
+            return None
+
+        try:
+            wait_until(lambda: self.ready(new), self.ready_timeout, interval=0.02, abort=gone,
+                       what=f"the restarted {new.name} being ready")
+        except WaitTimeoutError as exc:
+            if not self._cancel.is_set():
+                raise RuntimeError(str(exc)) from None
+            return
+        self.record.ready_after_s = time.time() - killed_at
 
 
 def recovery(events: list[float], fault_at: float) -> float | None:
@@ -141,12 +148,10 @@ def recovery(events: list[float], fault_at: float) -> float | None:
     return None
 
 
-def summarize(record: dict[str, Any], times: dict[str, tuple[float, ...]]) -> dict[str, Any]:
-    """Add the recovery figures, from the ledger's (enqueued, started, finished) times."""
-    if not record.get("injected"):
+def summarize(record: FaultRecord, times: dict[str, tuple[float, ...]]) -> FaultRecord:
+    """The record with the recovery figures, from the ledger's (enqueued, started, finished) times."""
+    if not record.injected or record.at is None:
         return record
-    at = float(record["at"])
     rows = list(times.values())
-    record["accepting_again_s"] = recovery([r[0] for r in rows], at)
-    record["executing_again_s"] = recovery([r[2] for r in rows], at)
-    return record
+    return record.model_copy(update={"accepting_again_s": recovery([r[0] for r in rows], record.at),
+                                     "executing_again_s": recovery([r[2] for r in rows], record.at)})

@@ -70,16 +70,14 @@ def commit_info(root: Path | None) -> dict[str, Any]:
     }
 
 
-def result_header(run_id: str, root: Path | None, schema: int, **fields: Any) -> dict[str, Any]:
-    """The fields every result JSON starts with: what ran, when, where, from which commit."""
+def result_header(run_id: str, root: Path | None) -> dict[str, Any]:
+    """The fields every result starts with: what ran, when, where, from which commit."""
     import datetime as dt
 
     return {
-        "schema": schema,
         "run_id": run_id,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": sys.argv,
-        **fields,
+        "command": list(sys.argv),
         "machine": machine_info(),
         "commit": commit_info(root),
     }

@@ -13,11 +13,13 @@ from typing import Any
 from taskbench import backends
 from taskbench.harness import HarnessError
 from taskbench.harness.envs import ensure_env
-from taskbench.harness.processes import Managed, ProcessSet
+from taskbench.harness.phases import delete_run_keys
+from taskbench.harness.processes import Managed
 from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
 from taskbench.harness.redis_server import check_port_free, provide_redis
-from taskbench.harness.runner import delete_run_keys, healthy
 from taskbench.harness.scrape import scrape
+from taskbench.harness.stack import Stack as Processes
+from taskbench.net import healthy
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -73,7 +75,7 @@ class Up:
         pythons = {name: ensure_env(backends.info(name).extra) for name in cfg.backends}
         self.folder.mkdir(parents=True, exist_ok=True)
         with provide_redis(cfg.redis_url, self.folder, say=self.say) as (redis_url, _), \
-                ProcessSet(dict(os.environ), stop_timeout=10) as procs:
+                Processes(dict(os.environ), name=self.run_id, stop_timeout=10) as procs:
             import redis
 
             client = redis.Redis.from_url(redis_url)
@@ -88,14 +90,14 @@ class Up:
                     show(stack, rows)
                     time.sleep(1.0)
             finally:
-                procs.stop_all()  # first: a process still running could write keys after the cleanup
+                procs.stop()  # first: a process still running could write keys after the cleanup
                 for name in cfg.backends:
                     delete_run_keys(client, f"{self.run_id}-{name}", backends.info(name))
                 client.close()
 
     # -- pieces ---------------------------------------------------------------------------
 
-    def _start(self, procs: ProcessSet, pythons: dict[str, Path], redis_url: str, client: Any) -> Stack:
+    def _start(self, procs: Processes, pythons: dict[str, Path], redis_url: str, client: Any) -> Stack:
         cfg = self.config
         stack = Stack()
         port = cfg.port
@@ -137,7 +139,7 @@ class Up:
                 check_port_free("127.0.0.1", cfg.prometheus_port)
                 stack.prometheus.set_targets(self._targets(stack, client))
                 stack.prometheus.start(dict(os.environ))
-                procs.procs.append(stack.prometheus.proc)  # stopped with the rest
+                procs.adopt(stack.prometheus.proc)  # stopped with the rest
                 stack.urls.append(Url("Prometheus", f"{stack.prometheus.url}/graph"))
             elif cfg.prometheus:
                 raise HarnessError("prometheus is not installed (Debian/Ubuntu: apt-get install prometheus)")
@@ -147,21 +149,15 @@ class Up:
             stack.urls.append(Url(f"{name} API metrics", url))
         return stack
 
-    def _wait(self, procs: ProcessSet, waiting: list[tuple[Managed, str]], client: Any, stack: Stack) -> None:
-        deadline = time.monotonic() + self.config.startup_timeout
+    def _wait(self, procs: Processes, waiting: list[tuple[Managed, str]], client: Any, stack: Stack) -> None:
         workers = {name: (self.config.workers if backends.info(name).has_worker else 0) for name in stack.apis}
-        while True:
-            for proc in procs.dead():
-                raise HarnessError(f"{proc.name} exited during start-up (code {proc.exit_code()}); its log "
-                                   f"({proc.log_path}) ends:\n{proc.tail()}")
-            answered = all(_answers(url) for _, url in waiting)
+
+        def ready() -> bool:
             registered = all(int(client.hlen(f"{stack.prefixes[n]}ready")) >= w for n, w in workers.items())
-            if answered and registered:
-                return
-            if time.monotonic() > deadline:
-                raise HarnessError(f"the stack was not ready within {self.config.startup_timeout:.0f} s "
-                                   f"(logs in {self.folder / 'logs'})")
-            time.sleep(0.2)
+            return registered and all(_answers(url) for _, url in waiting)
+
+        procs.wait_ready(ready, timeout=self.config.startup_timeout, interval=0.2,
+                         what=f"the stack to be ready (logs in {self.folder / 'logs'})")
 
     def _worker_urls(self, stack: Stack, client: Any) -> dict[str, dict[str, str]]:
         return {name: {k.decode(): v.decode() for k, v in client.hgetall(f"{prefix}metrics").items()}

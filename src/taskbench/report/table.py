@@ -1,33 +1,33 @@
-"""Terminal table of a result, with the seed's columns plus the audit's."""
+"""Terminal table of a run's result, with the seed's columns plus the audit's."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from taskbench.results import FaultRecord, QueueCase, Result
 
-def _num(value: Any, fmt: str = "{:.0f}") -> str:
+
+def _num(value: float | None, fmt: str = "{:.0f}") -> str:
     return "–" if value is None else fmt.format(value)
 
 
-def _bad(count: int) -> str:
-    return f"[bold red]{count}[/]" if count else str(count)
+def _bad(count: int | None) -> str:
+    return f"[bold red]{count}[/]" if count else str(count if count is not None else "–")
 
 
-def render(result: dict[str, Any], console: Console | None = None) -> None:
+def render(result: Result, console: Console | None = None) -> None:
     console = console or Console()
     if not console.is_terminal:
         console.width = max(console.width, 140)  # piped output: keep one row per case
-    cfg = result["config"]
-    load = cfg["load"]
+    cfg = result.config or {}
+    load = cfg.get("load", {})
     bound = " or ".join(
         b for b in (f"{load['requests']} requests" if load.get("requests") else "",
                     f"{load['duration']:g} s" if load.get("duration") else "") if b
     )
-    title = (f"taskbench {result['run_id']}: {cfg['workload']}, {load['model']} load, "
-             f"{load['users']} users, {bound}")
+    title = (f"taskbench {result.run_id}: {cfg.get('workload')}, {load.get('model')} load, "
+             f"{load.get('users')} users, {bound}")
     table = Table(title=title, title_justify="left")
     columns = [
         ("backend", "left"), ("mode", "left"), ("RPS", "right"), ("median\nms", "right"),
@@ -38,53 +38,52 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
     for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     notes: list[str] = []
-    for case in result["cases"]:
-        s = case["summary"]
-        mode = case["enqueue_mode"] + ("" if case["durable"] else " *")
-        if not case["durable"]:
+    cases = [c for c in result.cases if isinstance(c, QueueCase)]
+    for case in cases:
+        s = case.summary
+        mode = case.enqueue_mode + ("" if case.durable else " *")
+        if not case.durable:
             note = ("* no durable queue: a 2xx does not prove the task is stored"
-                    if not case["has_worker"] else
+                    if not case.has_worker else
                     "* after-response enqueue: the 2xx is sent before the broker has the task")
             if note not in notes:
                 notes.append(note)
-        cpu = _num(s["driver_cpu_pct"]) + (" SAT" if s["driver_saturated"] else "")
-        status = {"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(
-            case["status"], "[bold red]failed[/]")
+        cpu = _num(s.driver_cpu_pct) + (" SAT" if s.driver_saturated else "")
+        status = {"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(case.status, "[bold red]failed[/]")
         table.add_row(
-            case["backend"], mode, _num(s["rps"]), _num(s["p50_ms"], "{:.1f}"),
-            _num(s["p95_ms"], "{:.1f}"), _num(s["p99_ms"], "{:.1f}"),
-            _num(s["time_to_run_all_s"], "{:.1f}"), _num(s["errors_pct"], "{:.2f}"),
-            str(s["accepted"]), _bad(s["lost"]), _bad(s["duplicated"]),
-            _num(s["e2e_p95_ms"], "{:.1f}"), cpu, status,
+            case.backend, mode, _num(s.rps), _num(s.p50_ms, "{:.1f}"),
+            _num(s.p95_ms, "{:.1f}"), _num(s.p99_ms, "{:.1f}"),
+            _num(s.time_to_run_all_s, "{:.1f}"), _num(s.errors_pct, "{:.2f}"),
+            str(s.accepted), _bad(s.lost), _bad(s.duplicated),
+            _num(s.e2e_p95_ms, "{:.1f}"), cpu, status,
         )
     console.print(table)
     for note in notes:
         console.print(note)
-    for case in result["cases"]:
-        if "fault" in case:
-            console.print(f"{case['backend']}: {fault_line(case['fault'])}")
-        for failure in case["failures"]:
-            console.print(f"[red]{case['backend']}: {failure}[/]")
-        if case["summary"]["driver_saturated"]:
-            reason = case["load"].get("saturation_reason") or "driver CPU ≥ 90 %"
-            console.print(f"[yellow]{case['backend']}: the load driver saturated ({reason}); "
+    for case in cases:
+        if case.fault is not None:
+            console.print(f"{case.backend}: {fault_line(case.fault)}")
+        for failure in case.failures:
+            console.print(f"[red]{case.backend}: {failure}[/]")
+        if case.summary.driver_saturated:
+            reason = (case.load.saturation_reason if case.load else None) or "driver CPU ≥ 90 %"
+            console.print(f"[yellow]{case.backend}: the load driver saturated ({reason}); "
                           "its RPS is a lower bound of the server's[/]")
 
 
-def fault_line(fault: dict[str, Any]) -> str:
+def fault_line(fault: FaultRecord) -> str:
     """What an injected fault did and how long the run took to recover from it."""
-    if not fault.get("injected"):
-        return f"fault {fault['fault']}: not injected ({fault.get('note') or fault.get('error')})"
+    if not fault.injected:
+        return f"fault {fault.fault}: not injected ({fault.note or fault.error})"
 
     def seconds(value: float | None) -> str:
         return "never" if value is None else f"{value:.2f} s"
 
-    parts = [f"fault {fault['fault']}: {fault['target']} (pid {fault['killed_pid']}) killed"]
-    if "ready_after_s" in fault:
-        parts.append(f"restarted and ready after {fault['ready_after_s']:.2f} s")
-    elif "error" in fault:
-        parts.append(f"restart failed: {fault['error']}")
-    if "accepting_again_s" in fault:
-        parts.append(f"tasks accepted at half the earlier rate again after {seconds(fault['accepting_again_s'])}, "
-                     f"executed after {seconds(fault['executing_again_s'])}")
+    parts = [f"fault {fault.fault}: {fault.target} (pid {fault.killed_pid}) killed"]
+    if fault.ready_after_s is not None:
+        parts.append(f"restarted and ready after {fault.ready_after_s:.2f} s")
+    elif fault.error:
+        parts.append(f"restart failed: {fault.error}")
+    parts.append(f"tasks accepted at half the earlier rate again after {seconds(fault.accepting_again_s)}, "
+                 f"executed after {seconds(fault.executing_again_s)}")
     return "; ".join(parts)

@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from taskbench.harness import HarnessError
-from taskbench.harness.cgroups import Cgroups, tree_cpu
-from taskbench.harness.processes import ProcessSet
+from taskbench.harness.cgroups import tree_cpu
 from taskbench.harness.redis_server import free_port
+from taskbench.harness.stack import Stack
+from taskbench.results import CeleryCase, Summary
 from taskbench.scenarios.spec import Case
+
+Say = Callable[[str], None]
 
 # the article's concurrency per pool: one process per core for prefork (4 there), 100 green threads
 DEFAULT_CONCURRENCY = {"prefork": 4, "solo": 1, "threads": 100, "gevent": 100, "eventlet": 100}
@@ -33,7 +35,7 @@ def worker_argv(python: Path, pool: str, concurrency: int, queues: str, name: st
             "--without-heartbeat", "-l", "WARNING"]
 
 
-def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: str, say: Any) -> dict[str, Any]:
+def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: str, say: Say) -> CeleryCase:
     import redis
 
     p = case.params
@@ -51,28 +53,19 @@ def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: st
                    ("cpu", worker_argv(python, pool, concurrency, "cpu", "cpu"))]
     else:
         workers = [("worker", worker_argv(python, pool, concurrency, "io,cpu", "worker"))]
-    result: dict[str, Any] = {"workers": [argv[3:] for _, argv in workers], "failures": []}
-    if "label" not in p:
-        result["label"] = f"{p['test']}, {pool} {concurrency}"
+    result = CeleryCase(worker_argv=[argv[3:] for _, argv in workers],
+                        label=None if "label" in p else f"{p['test']}, {pool} {concurrency}")
     client = redis.Redis.from_url(redis_url)
-    cgroups = Cgroups(f"{run_id}-{case.index}")
     timeout = float(p.get("timeout", 120.0))
+    stack = Stack(env, name=f"{run_id}-{case.index}", stop_timeout=10.0)
     try:
-        with ProcessSet(env, stop_timeout=10.0) as procs:
-            procs.start("delay-server", [str(python), "-m", "taskbench.scenarios.delay_server", "--port", str(port),
+        with stack:
+            stack.start("delay-server", [str(python), "-m", "taskbench.scenarios.delay_server", "--port", str(port),
                                          "--delay", str(p.get("delay", 2.0))], logs / "delay-server.log")
-            started = [procs.start(name, argv, logs / f"{name}.log") for name, argv in workers]
-            deadline = time.monotonic() + 60
-            while int(client.hlen(f"{prefix}ready")) < len(started):
-                for proc in procs.dead():
-                    raise HarnessError(f"{proc.name} exited with code {proc.exit_code()} during start-up; "
-                                       f"its log ends:\n{proc.tail()}")
-                if time.monotonic() > deadline:
-                    raise HarnessError(f"the celery worker(s) were not ready within 60 s (logs in {logs})")
-                time.sleep(0.05)
-            limit = case.limits.get("workers")
-            if limit is not None:
-                result["limits"] = {w.name: cgroups.apply(w.name, [w.pid], limit) for w in started}
+            started = [stack.start(name, argv, logs / f"{name}.log", role="workers") for name, argv in workers]
+            stack.wait_ready(lambda: int(client.hlen(f"{prefix}ready")) >= len(started), timeout=60,
+                             what=f"the celery worker(s) to be ready (logs in {logs})")
+            stack.limit(case.limits, lambda text: say(f"[{result.label or case.label}] {text}"))
             cpu0 = [tree_cpu(w.pid) or 0.0 for w in started]
             probe = subprocess.run([str(python), "-m", "taskbench.scenarios.celery_probe", json.dumps(p)],
                                    env=env, capture_output=True, text=True, timeout=timeout + 60, check=False)
@@ -81,12 +74,9 @@ def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: st
             if probe.returncode != 0:
                 raise HarnessError(f"the celery probe failed (exit {probe.returncode}): "
                                    f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ''}")
-            for w in started:
-                if w.name in result.get("limits", {}):
-                    result["limits"][w.name]["stats"] = cgroups.stats(w.name)
-        result["exit_codes"] = procs.exit_codes
+            result.limits = stack.limit_records()
+        result.exit_codes = dict(stack.exit_codes)
     finally:
-        cgroups.release()
         keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
         if keys:
             client.unlink(*keys)
@@ -94,15 +84,15 @@ def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: st
     data = json.loads(probe.stdout.strip().splitlines()[-1])
     tasks = int(data["expected"])
     elapsed = float(data["elapsed_s"])
-    result["probe"] = data
-    result["summary"] = {
-        "tasks": tasks, "elapsed_s": elapsed, "tasks_per_s": tasks / elapsed if elapsed > 0 else None,
-        "cpu_s": sum(b - a for a, b in zip(cpu0, cpu1, strict=True)), "max_parallel": data["max_parallel"],
-        "lost": data["lost"], "duplicated": data["duplicated"],
-    }
+    result.probe = data
+    result.summary = Summary(
+        tasks=tasks, elapsed_s=elapsed, tasks_per_s=tasks / elapsed if elapsed > 0 else None,
+        cpu_s=sum(b - a for a, b in zip(cpu0, cpu1, strict=True)), max_parallel=data["max_parallel"],
+        lost=data["lost"], duplicated=data["duplicated"],
+    )
     if data["timed_out"]:
-        result["failures"].append(f"only {data['executed']} of {tasks} tasks ran within {timeout:.0f} s")
+        result.failures.append(f"only {data['executed']} of {tasks} tasks ran within {timeout:.0f} s")
     if data["duplicated"]:
-        result["failures"].append(f"{data['duplicated']} task(s) ran more than once")
-    result["status"] = "failed" if result["failures"] else "ok"
+        result.failures.append(f"{data['duplicated']} task(s) ran more than once")
+    result.status = "failed" if result.failures else "ok"
     return result

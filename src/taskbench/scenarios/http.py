@@ -8,19 +8,25 @@ files and the server's CPU time, and stops it.
 
 from __future__ import annotations
 
+import os
 import shutil
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
-from taskbench.harness.cgroups import Cgroups, tree_cpu
+from taskbench.harness.cgroups import tree_cpu
 from taskbench.harness.config import Placement
-from taskbench.harness.processes import ProcessSet
+from taskbench.harness.pinning import pinned
 from taskbench.harness.redis_server import free_port
-from taskbench.harness.runner import healthy, pinned
+from taskbench.harness.stack import Stack
+from taskbench.net import healthy
+from taskbench.results import HttpCase, SeriesPoint, Summary
 from taskbench.scenarios.spec import Case
+from taskbench.wait import wait_until
+
+Say = Callable[[str], None]
 
 APP = "taskbench.scenarios.asgi:app"
 ROUTES = {"async-sleep": "/async-sleep", "def-sleep": "/def-sleep", "def-sleep-model": "/def-sleep-model",
@@ -56,7 +62,7 @@ def load_spec(params: dict[str, Any], *, id_prefix: str = "") -> LoadSpec:
     )
 
 
-def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say: Any) -> dict[str, Any]:
+def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say: Say) -> HttpCase:
     params = case.params
     port = free_port()
     logs = out_dir / "logs" / f"{case.index}"
@@ -72,77 +78,65 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
         "TASKBENCH_APP_STATS_DIR": str(stats_dir),
         "PYTHONUNBUFFERED": "1",
     }
-    import os
-
     argv = server_argv(python, params, port)
     template = RequestTemplate(host="127.0.0.1", port=port, path=ROUTES[params["endpoint"]], method="GET")
     spec = load_spec(params)
-    result: dict[str, Any] = {"index": case.index, "label": case.label, "params": params,
-                              "server_argv": argv[1:], "failures": []}
-    cgroups = Cgroups(f"{out_dir.name}-{case.index}")
+    result = HttpCase(index=case.index, label=case.label, params=params, server_argv=argv[1:])
+    server_name = params.get("server", "uvicorn")
+    stack = Stack({**os.environ, **env}, name=f"{out_dir.name}-{case.index}", stop_timeout=5.0)
     try:
-        with ProcessSet({**os.environ, **env}, stop_timeout=5.0) as procs:
-            server = procs.start("server", argv, logs / "server.log", cpus=placement.api)
-            deadline = time.monotonic() + 60
-            while not healthy(port):
-                if not server.alive():
-                    raise HarnessError(f"the {params.get('server', 'uvicorn')} server exited with code "
-                                       f"{server.exit_code()}; its log ends:\n{server.tail()}")
-                if time.monotonic() > deadline:
-                    raise HarnessError(f"the server did not answer /health within 60 s ({logs})")
-                time.sleep(0.05)
-            time.sleep(0.3 if int(params.get("server_workers", 1)) > 1 else 0)  # let every worker bind
-            limit = case.limits.get("server")
-            if limit is not None:
-                result["limits"] = {"server": cgroups.apply("server", [server.pid], limit)}
-                if not result["limits"]["server"]["applied"]:
-                    say(f"[{case.label}] limits not applied: " + "; ".join(result["limits"]["server"]["notes"]))
+        with stack:
+            server = stack.start("server", argv, logs / "server.log", role="server", cpus=placement.api)
+            stack.wait_ready(lambda: healthy(port), timeout=60,
+                             what=f"the {server_name} server to answer /health ({logs})")
+            if int(params.get("server_workers", 1)) > 1:
+                # /health answered by one worker; the others bind within moments
+                wait_until(lambda: len(_children(server.pid)) >= int(params["server_workers"]), 5,
+                           raise_on_timeout=False)
+            stack.limit(case.limits, lambda text: say(f"[{case.label}] {text}"))
             with pinned(placement.driver):
                 warmup = int(params.get("warmup", 0))
                 if warmup:
                     run_load(template, LoadSpec(users=min(spec.users, 10), requests=warmup,
                                                 timeout=spec.timeout, id_prefix="w"))
-                cpu0, wall0 = tree_cpu(server.pid), time.monotonic()
-                load = run_load(template, spec)
-                cpu1, wall1 = tree_cpu(server.pid), time.monotonic()
-            if limit is not None:
-                result["limits"]["server"]["stats"] = cgroups.stats("server")
-                if cpu0 is not None and cpu1 is not None and wall1 > wall0:
-                    result["limits"]["server"]["load_cpu"] = (cpu1 - cpu0) / (wall1 - wall0)
-            result["exit_codes"] = {}
-        result["exit_codes"] = procs.exit_codes
+                cpu0 = tree_cpu(server.pid)
+                with stack.measure():
+                    load = run_load(template, spec)
+                cpu1 = tree_cpu(server.pid)
+            result.limits = stack.limit_records()
+        result.exit_codes = dict(stack.exit_codes)
     finally:
-        cgroups.release()
         write_log = stats_dir / "middleware.log"
         if write_log.exists():
             write_log.unlink()  # the seed's blocking writes: megabytes of nothing
     peaks = _peaks(stats_dir)
-    data = load.to_dict()
-    data.pop("accepted_ids", None)
-    failed = data.pop("failed_ids", {})
-    data["failed_ids_sample"] = dict(list(failed.items())[:10])
-    lat = data.get("latency_ms", {})
-    requests = max(1, int(data["requests"]))
-    result["load"] = data
-    result["summary"] = {
-        "requests": data["requests"], "rps": data["rps"], "p50_ms": lat.get("p50"),
-        "p95_ms": lat.get("p95"), "p99_ms": lat.get("p99"),
-        "errors_pct": 100.0 * (requests - int(data["ok"])) / requests,
-        "concurrency": sum(p["peak"] for p in peaks) if peaks else None,
-        "server_processes_seen": len(peaks),
-        "server_cpu_s": cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None,
-        "driver_cpu_pct": 100.0 * float(data["max_utilization"]),
-        "driver_saturated": bool(data["saturated"]),
-        "max_users": max((row["users"] for row in data.get("per_second", [])), default=spec.users),
-        "peak_rps": peak_rps(data.get("per_second", [])),
-    }
-    result["series"] = [{"t": r["t"], "users": r["users"], "rps": r["completed"], "errors": r["errors"]}
-                        for r in data.get("per_second", [])]
-    result["status"] = "ok" if not result["failures"] and data["ok"] else "failed"
-    if result["summary"]["errors_pct"] and result["status"] == "ok":
-        result["status"] = "errors"
+    result.load = load.to_model(failed_sample=10)
+    data = result.load
+    requests = max(1, data.requests)
+    result.summary = Summary(
+        requests=data.requests, rps=data.rps, p50_ms=data.latency_ms.p50, p95_ms=data.latency_ms.p95,
+        p99_ms=data.latency_ms.p99, errors_pct=100.0 * (requests - data.ok) / requests,
+        concurrency=sum(p["peak"] for p in peaks) if peaks else None, server_processes_seen=len(peaks),
+        server_cpu_s=cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None,
+        driver_cpu_pct=100.0 * data.max_utilization, driver_saturated=data.saturated,
+        max_users=max((row.users for row in data.per_second), default=spec.users),
+        peak_rps=peak_rps([row.model_dump() for row in data.per_second]),
+    )
+    result.series = [SeriesPoint(t=r.t, users=r.users, rps=r.completed, errors=r.errors) for r in data.per_second]
+    result.status = "ok" if not result.failures and data.ok else "failed"
+    if result.summary.errors_pct and result.status == "ok":
+        result.status = "errors"
     shutil.rmtree(stats_dir, ignore_errors=True)
     return result
+
+
+def _children(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def peak_rps(per_second: list[dict[str, Any]], window: int = 3) -> float | None:

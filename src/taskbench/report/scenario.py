@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from taskbench.scenarios.run import RANKED_BY, limits_summary
+from taskbench.results import CaseBase, Result, Summary
 
 RATE = "rate"  # a rate's format: whole numbers above 10, one decimal below
 
@@ -46,17 +46,44 @@ FAULT_COLUMNS: list[Column] = [
 ]
 
 
-def columns(kind: str, cases: list[dict[str, Any]]) -> list[Column]:
-    faulted = any(c.get("summary", {}).get("fault") for c in cases)
+# the name of the figure a repeated case is ranked by, in a header
+RANKED_HEADER = {"queue": "RPS", "http": "RPS", "celery": "tasks/s"}
+for _column in [*(c for cols in COLUMNS.values() for c in cols), *FAULT_COLUMNS]:
+    assert _column[0] in Summary.model_fields, f"column {_column[0]!r} is not a Summary figure"
+
+
+def columns(kind: str, cases: list[CaseBase]) -> list[Column]:
+    faulted = any(c.summary.fault for c in cases)
     return COLUMNS[kind] + (FAULT_COLUMNS if faulted else [])
 
 
-def spread(summary: dict[str, Any], kind: str) -> str:
+def spread(summary: Summary) -> str:
     """'3: 850–910' for a case run three times; '' for a single run."""
-    key = RANKED_BY[kind][0]
-    if not summary.get("runs") or summary.get(f"{key}_min") is None:
+    if summary.spread is None:
         return ""
-    return f"{summary['runs']}: {summary[f'{key}_min']:.0f}–{summary[f'{key}_max']:.0f}"
+    return f"{summary.spread.runs}: {summary.spread.min:.0f}–{summary.spread.max:.0f}"
+
+
+def limits_summary(case: CaseBase) -> str:
+    """How the limits were applied, for the table: 'cgroup-v1', 'pinning', '–'."""
+    records = case.limits
+    if not records:
+        return "–"
+    methods = "/".join(sorted({str(r.method) for r in records.values()}))
+    used = []
+    for name, record in records.items():
+        if record.load_cpu is not None:
+            used.append(f"{name} {record.load_cpu:.2f}")
+        elif record.stats.cpu_s is not None and record.stats.wall_s:
+            used.append(f"{name} {record.stats.cpu_s / record.stats.wall_s:.2f}")
+    label = "CPU used under load" if any(r.load_cpu is not None for r in records.values()) else "CPU used"
+    return methods + (f"; {label}: {', '.join(used)}" if used else "")
+
+
+def _scenario(result: Result) -> tuple[str, str, str]:
+    if result.scenario is None:
+        raise ValueError(f"{result.run_id} is a run's result, not a scenario's")
+    return result.scenario.kind, result.scenario.name, result.scenario.description
 
 
 def _fmt(value: Any, fmt: str) -> str:
@@ -71,15 +98,14 @@ def _fmt(value: Any, fmt: str) -> str:
         return str(value)
 
 
-def render(result: dict[str, Any], console: Console | None = None) -> None:
+def render(result: Result, console: Console | None = None) -> None:
     console = console or Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)
-    scenario = result["scenario"]
-    kind = scenario["kind"]
-    cases = result["cases"]
-    with_article = {fig for c in cases for fig in (c.get("article") or {})}
-    table = Table(title=f"taskbench scenario {scenario['name']} ({result['run_id']}): {scenario['description']}",
+    kind, name, description = _scenario(result)
+    cases: list[CaseBase] = list(result.cases)
+    with_article = {fig for c in cases for fig in (c.article or {})}
+    table = Table(title=f"taskbench scenario {name} ({result.run_id}): {description}",
                   title_justify="left")
     table.add_column("case", justify="left")
     shown = columns(kind, cases)
@@ -88,9 +114,9 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
         if fig and fig in with_article:
             table.add_column("article\n" + header.split("\n")[0], justify="right", style="dim")
     driven = kind != "celery"  # celery cases enqueue from a probe, not from the load driver
-    repeated = any(c.get("summary", {}).get("runs") for c in cases)
+    repeated = any(c.summary.spread for c in cases)
     if repeated:
-        table.add_column(f"runs:\n{RANKED_BY[kind][1]} range", justify="right")
+        table.add_column(f"runs:\n{RANKED_HEADER[kind]} range", justify="right")
     table.add_column("limits", justify="left")
     if driven:
         table.add_column("driver\nCPU %", justify="right")
@@ -98,11 +124,11 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
     if "note" in with_article:
         table.add_column("article says", justify="left", style="dim")
     for case in cases:
-        s = case.get("summary", {})
-        article = case.get("article") or {}
-        row = [case["label"]]
+        s = case.summary
+        article = case.article or {}
+        row = [case.name]
         for key, _, fmt, fig in shown:
-            value = s.get(key)
+            value = s.figure(key)
             cell = _fmt(value, fmt)
             if key in ("lost", "duplicated") and value:
                 cell = f"[bold red]{cell}[/]"
@@ -110,18 +136,17 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
             if fig and fig in with_article:
                 row.append(_fmt(article.get(fig), fmt))
         if repeated:
-            row.append(spread(s, kind))
+            row.append(spread(s))
         row.append(limits_summary(case))
         if driven:
-            cpu = s.get("driver_cpu_pct")
-            row.append(_fmt(cpu, "{:.0f}") + (" SAT" if s.get("driver_saturated") else ""))
-        status = case.get("status", "failed")
+            row.append(_fmt(s.driver_cpu_pct, "{:.0f}") + (" SAT" if s.driver_saturated else ""))
+        status = case.status
         row.append({"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(status, "[bold red]failed[/]"))
         if "note" in with_article:
             row.append(str(article.get("note", "")))
         table.add_row(*row)
     console.print(table)
-    art = scenario.get("article") or {}
+    art = result.scenario.article if result.scenario else {}
     if art.get("source"):
         console.print(f"[dim]article: {art['source']}[/]")
     if art.get("setup"):
@@ -133,12 +158,12 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
     console.print(f"[dim]{machine_line(result)}[/]")
 
 
-def series_lines(result: dict[str, Any], points: int = 8) -> list[str]:
+def series_lines(result: Result, points: int = 8) -> list[str]:
     """Under a ramp, RPS against users: where each case stopped keeping up (seed 001's charts)."""
     out = []
-    for case in result["cases"]:
-        series = case.get("series") or []
-        if (case.get("params") or {}).get("model") != "ramp" or len(series) < 2:
+    for case in result.cases:
+        series = [p.model_dump() for p in getattr(case, "series", [])]
+        if case.params.get("model") != "ramp" or len(series) < 2:
             continue
         # seconds while users were still being added, then the plateau; drop the drain at the end
         peak_users = max(row["users"] for row in series)
@@ -149,50 +174,50 @@ def series_lines(result: dict[str, Any], points: int = 8) -> list[str]:
         if picked[-1] is not rows[-1]:
             picked.append(rows[-1])
         cells = ", ".join(f"{row['users']}→{row['rps']}" for row in picked)
-        out.append(f"{case['label']}, users→RPS along the ramp: {cells}")
+        out.append(f"{case.name}, users→RPS along the ramp: {cells}")
     return out
 
 
-def machine_line(result: dict[str, Any]) -> str:
+def machine_line(result: Result) -> str:
     """Where the figures come from, with the one-core speed that makes two runs comparable."""
-    m = result.get("machine") or {}
-    cal = m.get("cpu_calibration") or {}
-    speed = f"; one core runs {cal['task']} in {cal['cpu_ms']:.0f} ms" if cal.get("cpu_ms") else ""
-    return (f"machine: {m.get('cpu_model') or 'unknown CPU'}, {m.get('logical_cpus')} CPUs, "
-            f"{m.get('system', '')}, Python {m.get('python', '?')}{speed}")
+    m = result.machine
+    cal = m.cpu_calibration
+    speed = f"; one core runs {cal.task} in {cal.cpu_ms:.0f} ms" if cal and cal.cpu_ms else ""
+    return (f"machine: {m.cpu_model or 'unknown CPU'}, {m.logical_cpus} CPUs, "
+            f"{m.system}, Python {m.python or '?'}{speed}")
 
 
-def notes(result: dict[str, Any]) -> list[str]:
+def notes(result: Result) -> list[str]:
     """What a reader must know to trust the table: saturation, limits not applied, failures."""
     out: list[str] = []
-    for case in result["cases"]:
-        s = case.get("summary", {})
-        if s.get("driver_saturated"):
-            reason = case.get("load", {}).get("saturation_reason") or "driver CPU ≥ 90 %"
-            out.append(f"[yellow]{case['label']}: the load driver was the bottleneck ({reason}); the RPS is a "
+    for case in result.cases:
+        if case.summary.driver_saturated:
+            load = getattr(case, "load", None)
+            reason = (load.saturation_reason if load else None) or "driver CPU ≥ 90 %"
+            out.append(f"[yellow]{case.name}: the load driver was the bottleneck ({reason}); the RPS is a "
                        "lower bound of the server's[/]")
-        for name, record in (case.get("limits") or {}).items():
-            if not record.get("applied"):
-                out.append(f"[yellow]{case['label']}: {name}: limits not applied: "
-                           + "; ".join(record.get("notes", [])) + "[/]")
-        for failure in case.get("failures", []):
-            out.append(f"[red]{case['label']}: {failure}[/]")
-    if result["scenario"]["kind"] != "celery" and not any("bottleneck" in n for n in out):
+        for name, record in case.limits.items():
+            if not record.applied:
+                out.append(f"[yellow]{case.name}: {name}: limits not applied: " + "; ".join(record.notes) + "[/]")
+        for failure in case.failures:
+            out.append(f"[red]{case.name}: {failure}[/]")
+    if result.scenario is not None and result.scenario.kind != "celery" \
+            and not any("bottleneck" in n for n in out):
         out.append("[dim]the load driver was not the bottleneck in any case (every driver process "
                    "below 90 % of a core)[/]")
     return out
 
 
-def markdown(result: dict[str, Any]) -> str:
+def markdown(result: Result) -> str:
     """The same table as GitHub markdown (for docs/results.md), article figures in parentheses."""
-    kind = result["scenario"]["kind"]
-    cases = result["cases"]
-    with_article = {fig for c in cases for fig in (c.get("article") or {})}
-    repeated = any(c.get("summary", {}).get("runs") for c in cases)
+    kind, _, _ = _scenario(result)
+    cases: list[CaseBase] = list(result.cases)
+    with_article = {fig for c in cases for fig in (c.article or {})}
+    repeated = any(c.summary.spread for c in cases)
     shown = columns(kind, cases)
     headers = ["case"] + [h.replace("\n", " ") for _, h, _, _ in shown]
     if repeated:
-        headers.append(f"runs: {RANKED_BY[kind][1]} range")
+        headers.append(f"runs: {RANKED_HEADER[kind]} range")
     headers.append("limits")
     if kind != "celery":
         headers.append("driver CPU %")
@@ -201,20 +226,20 @@ def markdown(result: dict[str, Any]) -> str:
         headers.append("article says")
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for case in cases:
-        s = case.get("summary", {})
-        article = case.get("article") or {}
-        row = [case["label"]]
+        s = case.summary
+        article = case.article or {}
+        row = [case.name]
         for key, _, fmt, fig in shown:
-            cell = _fmt(s.get(key), fmt)
+            cell = _fmt(s.figure(key), fmt)
             if fig and article.get(fig) is not None:
                 cell += f" ({_fmt(article[fig], fmt)})"
             row.append(cell)
         if repeated:
-            row.append(spread(s, kind))
+            row.append(spread(s))
         row.append(limits_summary(case))
         if kind != "celery":
-            row.append(_fmt(s.get("driver_cpu_pct"), "{:.0f}") + (" SAT" if s.get("driver_saturated") else ""))
-        row.append(case.get("status", "failed"))
+            row.append(_fmt(s.driver_cpu_pct, "{:.0f}") + (" SAT" if s.driver_saturated else ""))
+        row.append(case.status)
         if "note" in with_article:
             row.append(str(article.get("note", "")))
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")

@@ -1,0 +1,187 @@
+"""The phases of a queue case after start-up: warm-up, drain, metrics cross-check, clean-up, verdict.
+
+Each phase is a function that takes what it needs and returns what it found; none edits a case.
+The runner (:mod:`taskbench.harness.runner`) puts their values into a :class:`QueueCase`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taskbench import backends
+from taskbench.driver import LoadSpec, RequestTemplate, run_load
+from taskbench.harness import HarnessError
+from taskbench.harness.processes import ProcessSet
+from taskbench.harness.scrape import cross_check
+from taskbench.ledger import Ledger
+from taskbench.results import AuditResult, Cleanup, FaultRecord, Load, MetricsCheck, Summary
+from taskbench.results.model import Status
+from taskbench.settings import Settings
+from taskbench.wait import wait_until
+
+WARMUP_PREFIX = "w"
+Say = Callable[[str], None]
+
+
+def warm_up(template: RequestTemplate, load: LoadSpec, requests: int, *, procs: ProcessSet, client: Any,
+            ledger: Ledger, timeout: float, logs: Path) -> int:
+    """A few requests before the load (connections, imports, JIT-free caches); returns how many were accepted."""
+    if not requests:
+        return 0
+    spec = LoadSpec(users=min(load.users, 10), requests=requests, id_prefix=WARMUP_PREFIX, timeout=load.timeout)
+    warm = run_load(template, spec)
+    if not warm.ok:
+        raise HarnessError(f"warm-up: none of {warm.requests} requests was accepted "
+                           f"(errors: {warm.errors}); see the logs in {logs}")
+    wait_until(lambda: ledger.executed_count(client) >= warm.ok, timeout, what="the warm-up's tasks",
+               abort=lambda: "a process died" if procs.dead() else None, raise_on_timeout=False)
+    return warm.ok
+
+
+@dataclass
+class Drain:
+    """How the wait for the accepted tasks ended."""
+
+    drained: bool
+    deadline: float
+    failures: list[str] = field(default_factory=list)
+
+
+def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accepted: list[str], load_end: float,
+          timeout: float, say: Say) -> Drain:
+    """Wait until every accepted id ran, nothing is left that could run them, or the timeout passes."""
+    deadline = load_end + timeout
+    result = Drain(drained=False, deadline=deadline)
+    reported: set[str] = set()
+    waiting = accepted
+
+    def done() -> bool:
+        nonlocal waiting
+        # the count is cheap; it can reach the target early when tasks whose 2xx never reached the
+        # driver ran (an API killed between enqueue and answer), so the ids decide
+        if ledger.executed_count(client) >= target:
+            waiting = ledger.unseen(client, waiting)
+            return not waiting
+        return False
+
+    def hopeless() -> str | None:
+        for proc in procs.dead():
+            if proc.name not in reported:
+                reported.add(proc.name)
+                msg = f"{proc.name} died during the run (exit code {proc.exit_code()})"
+                result.failures.append(msg)
+                say(msg)
+        workers = [p for p in procs.procs if p.name.startswith("worker")]
+        api_dead = any(p.name == "api" for p in procs.dead())
+        if (workers and all(not p.alive() for p in workers)) or (api_dead and not workers):
+            return "nothing left that could run the remaining tasks"
+        return None
+
+    from taskbench.wait import WaitTimeoutError
+
+    try:
+        result.drained = bool(wait_until(done, max(0.0, deadline - time.time()), abort=hopeless,
+                                         raise_on_timeout=False))
+    except WaitTimeoutError:
+        return result
+    if not result.drained:
+        result.failures.append(f"drain timeout: {timeout:.0f} s after the load ended, "
+                               f"{len(ledger.unseen(client, waiting))} accepted tasks had not run")
+    return result
+
+
+def check_metrics(client: Any, settings: Settings, port: int, executions: int,
+                  fault: FaultRecord | None) -> tuple[MetricsCheck, list[str]]:
+    """The processes' own counters against the ledger: succeeded == executions. Returns the check and failures."""
+    urls = {"api": f"http://127.0.0.1:{port}/metrics"}
+    urls.update({_text(k): _text(v) for k, v in client.hgetall(settings.metrics_key).items()})
+    injected = fault is not None and fault.injected
+    checked = MetricsCheck.model_validate(cross_check(urls, executions, settle=0.5 if injected else 3.0))
+    if checked.match:
+        return checked, []
+    if injected and fault is not None:
+        # a SIGKILLed process takes its /metrics with it: its counts cannot be scraped
+        checked.note = (f"{fault.target} was killed mid-run, so its counters are gone; "
+                        "the ledger's audit is the account of this run")
+        return checked, []
+    succeeded = checked.totals.get("taskbench_tasks_succeeded_total", 0)
+    return checked, [f"metrics disagree with the ledger: {succeeded:.0f} tasks succeeded by the workers' "
+                     f"counters, {executions} executions in the ledger"
+                     + (f" ({'; '.join(checked.errors)})" if checked.errors else "")]
+
+
+def delete_run_keys(client: Any, run_id: str, backend: backends.BackendInfo) -> tuple[list[str], int]:
+    """Delete the run's keys (its prefix and the library's own key patterns); never anything else."""
+    deleted = 0
+    patterns = [f"taskbench:{run_id}:*", *backend.owned_key_patterns(run_id)]
+    for pattern in patterns:
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += int(client.unlink(*batch))
+                batch.clear()
+        if batch:
+            deleted += int(client.unlink(*batch))
+    return patterns, deleted
+
+
+def clean_up(client: Any, settings: Settings, backend: backends.BackendInfo, *, keep: bool, purge_on_broker: bool,
+             python: Path, env: dict[str, str], logs: Path) -> Cleanup:
+    """Delete what the case wrote (after every process stopped: nothing can write any more)."""
+    if keep:
+        result = Cleanup(kept=True, prefix=settings.prefix)
+    else:
+        patterns, deleted = delete_run_keys(client, settings.run_id, backend)
+        result = Cleanup(kept=False, patterns=patterns, deleted_keys=deleted)
+    if purge_on_broker and not keep:
+        result.purge = purge(python, env, logs)
+    return result
+
+
+def purge(python: Path, env_vars: dict[str, str], logs: Path) -> str:
+    """Delete the run's queues or streams on a RabbitMQ/NATS broker, from the backend's environment."""
+    out = subprocess.run([str(python), "-m", "taskbench", "purge"], env={**os.environ, **env_vars},
+                         capture_output=True, text=True, timeout=60, check=False)
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "purge.log").write_text(out.stdout + out.stderr)
+    return "ok" if out.returncode == 0 else f"failed (exit {out.returncode}, see purge.log)"
+
+
+def queue_summary(load: Load, audit: AuditResult, *, load_start: float, drained: bool,
+                  fault: FaultRecord | None) -> Summary:
+    """The row of a queue case: the seed's columns and the audit's."""
+    lat = load.latency_ms
+    requests = max(1, load.requests)
+    last = audit.last_finish
+    summary = Summary(
+        requests=load.requests, rps=load.rps, p50_ms=lat.p50, p95_ms=lat.p95, p99_ms=lat.p99,
+        errors_pct=100.0 * (requests - load.ok) / requests,
+        time_to_run_all_s=(last - load_start) if (last and drained) else None,
+        accepted=audit.accepted, executed=audit.executed, lost=audit.lost, duplicated=audit.duplicated,
+        late=audit.late, e2e_p95_ms=audit.end_to_end_ms.p95,
+        driver_cpu_pct=100.0 * load.max_utilization, driver_saturated=load.saturated,
+    )
+    if fault is not None and fault.injected:
+        summary.fault = fault.fault
+        summary.restart_ready_s = fault.ready_after_s
+        summary.accepting_again_s = fault.accepting_again_s
+        summary.executing_again_s = fault.executing_again_s
+    return summary
+
+
+def queue_status(summary: Summary, *, audit_ok: bool, drained: bool, failures: list[str]) -> Status:
+    """ok: clean; errors: some requests failed but every accepted task ran once; failed: otherwise."""
+    if not audit_ok or not drained or failures or not summary.accepted:
+        return "failed"
+    return "errors" if summary.errors_pct else "ok"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
