@@ -12,9 +12,10 @@ from typing import Any
 from taskbench.driver import RequestTemplate, run_load
 from taskbench.harness import HarnessError
 from taskbench.harness.config import RunConfig
+from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import ProcessSet
-from taskbench.harness.redis_server import free_port, provide_redis
-from taskbench.harness.runner import healthy, pinned
+from taskbench.harness.redis_server import provide_redis
+from taskbench.net import free_port, healthy
 
 
 def measure_ceiling(config: RunConfig) -> dict[str, Any]:

@@ -14,24 +14,7 @@ from urllib.parse import urlsplit
 
 from taskbench.harness import HarnessError
 from taskbench.harness.processes import Managed
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def check_port_free(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # as the servers bind: connections of a stopped server in TIME_WAIT do not hold the port,
-        # a listening socket does
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise HarnessError(f"port {host}:{port} is in use ({exc.strerror})") from None
+from taskbench.net import free_port
 
 
 def describe(url: str) -> str:

@@ -7,9 +7,7 @@ import datetime as dt
 import json
 import os
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +18,14 @@ from taskbench.harness.cgroups import Cgroups, tree_cpu
 from taskbench.harness.config import RunConfig
 from taskbench.harness.envs import ensure_env, project_root, versions
 from taskbench.harness.faults import Injector, summarize
+from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.machine import result_header
+from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import Managed, ProcessSet
-from taskbench.harness.redis_server import check_broker, check_port_free, free_port, provide_redis
+from taskbench.harness.redis_server import check_broker, provide_redis
 from taskbench.harness.scrape import cross_check
 from taskbench.ledger import Ledger, audit
+from taskbench.net import check_port_free, free_port, healthy
 from taskbench.settings import Settings
 
 Say = Callable[[str], None]
@@ -347,22 +348,6 @@ class Runner:
         tmp.replace(path)
 
 
-def delete_run_keys(client: Any, run_id: str, backend: backends.BackendInfo) -> tuple[list[str], int]:
-    """Delete the run's keys (its prefix and the library's own key patterns); never anything else."""
-    deleted = 0
-    patterns = [f"taskbench:{run_id}:*", *backend.owned_key_patterns(run_id)]
-    for pattern in patterns:
-        batch: list[bytes] = []
-        for key in client.scan_iter(match=pattern, count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                deleted += int(client.unlink(*batch))
-                batch.clear()
-        if batch:
-            deleted += int(client.unlink(*batch))
-    return patterns, deleted
-
-
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -383,28 +368,6 @@ def _status(case: dict[str, Any], audit_ok: bool, drained: bool) -> str:
     if not audit_ok or not drained or case["failures"] or not summary["accepted"]:
         return "failed"
     return "errors" if summary["errors_pct"] else "ok"
-
-
-def healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-@contextlib.contextmanager
-def pinned(cpus: list[int] | None) -> Iterator[None]:
-    """Pin this process (and so the driver processes it spawns) for the load phase."""
-    if not cpus:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
 
 
 def _describe_load(spec: LoadSpec) -> str:

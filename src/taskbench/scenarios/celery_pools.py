@@ -20,7 +20,7 @@ from typing import Any
 from taskbench.harness import HarnessError
 from taskbench.harness.cgroups import Cgroups, tree_cpu
 from taskbench.harness.processes import ProcessSet
-from taskbench.harness.redis_server import free_port
+from taskbench.net import free_port
 from taskbench.scenarios.spec import Case
 
 # the article's concurrency per pool: one process per core for prefork (4 there), 100 green threads

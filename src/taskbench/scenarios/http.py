@@ -17,9 +17,9 @@ from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
 from taskbench.harness.cgroups import Cgroups, tree_cpu
 from taskbench.harness.config import Placement
+from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import ProcessSet
-from taskbench.harness.redis_server import free_port
-from taskbench.harness.runner import healthy, pinned
+from taskbench.net import free_port, healthy
 from taskbench.scenarios.spec import Case
 
 APP = "taskbench.scenarios.asgi:app"
