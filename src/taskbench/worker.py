@@ -24,11 +24,6 @@ log = logging.getLogger("taskbench.worker")
 DEPTH_INTERVAL = 1.0
 
 
-def ready_key(settings: Settings) -> str:
-    """Hash of component -> readiness time; the harness waits on it."""
-    return f"{settings.prefix}ready"
-
-
 @contextlib.asynccontextmanager
 async def metrics_server(settings: Settings, workloads: Workloads, component: str) -> AsyncIterator[str]:
     """Serve this process's /metrics (with its pool children's) and register its URL in Redis."""
@@ -69,7 +64,7 @@ async def run(settings: Settings) -> None:
     async with Workloads(settings) as workloads, metrics_server(settings, workloads, component) as url:
 
         async def ready() -> None:
-            await workloads.redis.hset(ready_key(settings), component, str(time.time()))
+            await workloads.redis.hset(settings.ready_key, component, str(time.time()))
             log.info("%s worker %d ready, metrics at %s", meta.name, os.getpid(), url)
 
         watcher = asyncio.create_task(_watch_depth(backend, settings, workloads))
@@ -79,7 +74,7 @@ async def run(settings: Settings) -> None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-        await workloads.redis.hdel(ready_key(settings), component)
+        await workloads.redis.hdel(settings.ready_key, component)
 
 
 def main(settings: Settings) -> None:
