@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from taskbench.harness.processes import ProcessSet
-from taskbench.harness.redis_server import free_port
+from taskbench.net import free_port
 
 
 def request(port: int, method: str, path: str, body: bytes | str | None = None,

@@ -12,10 +12,10 @@ import pytest
 import redis
 
 from taskbench.harness.processes import ProcessSet
-from taskbench.harness.redis_server import free_port
 from taskbench.harness.scrape import scrape
 from taskbench.ledger import Ledger
 from taskbench.metrics import exposition_registry, task_metrics
+from taskbench.net import free_port
 from tests.helpers import request
 
 

@@ -97,7 +97,8 @@ def serve(
     import uvicorn
 
     from taskbench.harness import HarnessError
-    from taskbench.harness.redis_server import check_port_free, check_reachable
+    from taskbench.harness.redis_server import check_reachable
+    from taskbench.net import check_port_free
 
     try:
         check_reachable(settings.redis_url)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from taskbench.driver.histogram import Histogram
+from taskbench.histogram import Histogram
 from taskbench.results.model import AuditResult
 
 if TYPE_CHECKING:

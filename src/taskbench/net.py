@@ -1,15 +1,38 @@
-"""Loopback helpers every layer may use: is an API answering, which port is free."""
+"""Loopback helpers every layer may use: a free port, a port check, a service's health probe."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
+import socket
+
+from taskbench.errors import HarnessError
 
 
-def healthy(port: int, host: str = "127.0.0.1") -> bool:
-    """True when ``GET /health`` answers 200 within a second."""
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the servers bind: connections of a stopped server in TIME_WAIT do not hold the port,
+        # a listening socket does
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise HarnessError(f"port {host}:{port} is in use ({exc.strerror})") from None
+
+
+def healthy(port: int) -> bool:
+    """True when the service on 127.0.0.1:port answers 200 on /health."""
+    # lazy: urllib.request costs tens of milliseconds, and a worker process imports this module
+    import urllib.error
+    import urllib.request
+
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=1) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False

@@ -75,6 +75,11 @@ class Settings(BaseSettings):
         return f"{self.prefix}metrics"
 
     @property
+    def ready_key(self) -> str:
+        """Hash of component -> readiness time: a worker sets it when it consumes; the harness waits on it."""
+        return f"{self.prefix}ready"
+
+    @property
     def prefix(self) -> str:
         """Key prefix of this run: everything the run writes to Redis starts with it."""
         return f"taskbench:{self.run_id}:"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from taskbench import backends
 from taskbench.backends.base import CountsQueue, WorkerContext
+from taskbench.metrics import exposition_registry
 from taskbench.settings import Settings
 from taskbench.workloads import Workloads
 
@@ -24,17 +25,10 @@ log = logging.getLogger("taskbench.worker")
 DEPTH_INTERVAL = 1.0
 
 
-def ready_key(settings: Settings) -> str:
-    """Hash of component -> readiness time; the harness waits on it."""
-    return f"{settings.prefix}ready"
-
-
 @contextlib.asynccontextmanager
 async def metrics_server(settings: Settings, workloads: Workloads, component: str) -> AsyncIterator[str]:
     """Serve this process's /metrics (with its pool children's) and register its URL in Redis."""
     from prometheus_client import start_http_server
-
-    from taskbench.metrics import exposition_registry
 
     server, thread = start_http_server(settings.metrics_port, addr=settings.metrics_host,
                                        registry=exposition_registry())
@@ -69,7 +63,7 @@ async def run(settings: Settings) -> None:
     async with Workloads(settings) as workloads, metrics_server(settings, workloads, component) as url:
 
         async def ready() -> None:
-            await workloads.redis.hset(ready_key(settings), component, str(time.time()))
+            await workloads.redis.hset(settings.ready_key, component, str(time.time()))
             log.info("%s worker %d ready, metrics at %s", meta.name, os.getpid(), url)
 
         watcher = asyncio.create_task(_watch_depth(backend, settings, workloads))
@@ -79,7 +73,7 @@ async def run(settings: Settings) -> None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-        await workloads.redis.hdel(ready_key(settings), component)
+        await workloads.redis.hdel(settings.ready_key, component)
 
 
 def main(settings: Settings) -> None:

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from taskbench.driver import Histogram
+from taskbench.histogram import Histogram
 
 
 def _exact(sorted_values: list[int], q: float) -> int:

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from taskbench.driver import Histogram, LoadResult, LoadSpec, RequestTemplate
+from taskbench.driver import LoadResult, LoadSpec, RequestTemplate
 from taskbench.driver.result import merge_results
+from taskbench.histogram import Histogram
 
 
 @pytest.mark.parametrize("host", ["10.0.0.1", "192.168.1.5", "example.com", "0.0.0.0", "8.8.8.8"])

@@ -11,10 +11,11 @@ import redis
 
 from taskbench.harness import HarnessError
 from taskbench.harness import redis_server as rs
+from taskbench.net import free_port
 
 
 def test_unreachable_server_names_host_and_port() -> None:
-    port = rs.free_port()
+    port = free_port()
     with pytest.raises(HarnessError, match=f"cannot reach Redis at 127.0.0.1:{port}"):
         rs.check_reachable(f"redis://127.0.0.1:{port}/0", timeout=1)
 

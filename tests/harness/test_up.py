@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from taskbench.harness.prometheus import find_prometheus
-from taskbench.harness.redis_server import free_port
+from taskbench.net import free_port
 from tests.helpers import harness_cli
 
 TB = [sys.executable, "-m", "taskbench"]

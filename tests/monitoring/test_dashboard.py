@@ -15,8 +15,8 @@ import redis
 from taskbench.harness.envs import ensure_env
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
-from taskbench.harness.redis_server import free_port
 from taskbench.ledger import Ledger
+from taskbench.net import free_port
 from tests.helpers import request, served
 
 pytestmark = pytest.mark.slow

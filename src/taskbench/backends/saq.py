@@ -35,6 +35,7 @@ from saq import Worker
 from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
 
+from taskbench.backends._auth import serve_asgi
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
@@ -262,8 +263,6 @@ class SaqBackend:
     async def run_dashboard(self, settings: Settings, host: str, port: int, auth: str | None) -> None:
         """SAQ's web UI (it can retry and abort jobs: loopback, or basic auth)."""
         from saq.web.starlette import saq_web
-
-        from taskbench.service.basic_auth import serve_asgi
 
         queue = _queue(settings, 8)
         await queue.connect()

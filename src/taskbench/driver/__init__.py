@@ -4,10 +4,10 @@ Built on asyncio Protocols and uvloop with pre-encoded requests and minimal
 response parsing, so that the driver is not the bottleneck of a benchmark.
 """
 
-from taskbench.driver.histogram import Histogram
 from taskbench.driver.result import LoadResult
 from taskbench.driver.runner import run_load, run_load_async
 from taskbench.driver.spec import LoadSpec, RequestTemplate
+from taskbench.histogram import Histogram
 
 __all__ = [
     "Histogram",

@@ -15,9 +15,9 @@ from collections import deque
 from time import perf_counter
 
 from taskbench.driver.conn import Conn
-from taskbench.driver.histogram import Histogram
 from taskbench.driver.result import LoadResult
 from taskbench.driver.spec import LoadSpec, RequestTemplate
+from taskbench.histogram import Histogram
 
 _RECONNECT_BACKOFF_S = 0.01  # keeps a refused port from becoming a busy loop
 _LATE_S = 0.01  # open model: dispatch this much after schedule counts as late

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from taskbench.driver.histogram import Histogram
+from taskbench.histogram import Histogram
 from taskbench.results.model import Load
 
 # A driver process using this share of one core is treated as the bottleneck.

@@ -1,5 +1,5 @@
 """The harness: starts every process of a run, drives load, audits, and stops everything."""
 
+from taskbench.errors import HarnessError
 
-class HarnessError(Exception):
-    """A problem the user can fix (unreachable Redis, port in use, missing tool): one line, no traceback."""
+__all__ = ["HarnessError"]

@@ -10,9 +10,9 @@ from pathlib import Path
 from taskbench.driver import RequestTemplate, run_load
 from taskbench.harness.config import RunConfig
 from taskbench.harness.pinning import pinned
-from taskbench.harness.redis_server import free_port, provide_redis
+from taskbench.harness.redis_server import provide_redis
 from taskbench.harness.stack import Stack
-from taskbench.net import healthy
+from taskbench.net import free_port, healthy
 from taskbench.results import Load
 
 

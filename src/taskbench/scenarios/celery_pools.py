@@ -18,8 +18,8 @@ from pathlib import Path
 
 from taskbench.harness import HarnessError
 from taskbench.harness.cgroups import tree_cpu
-from taskbench.harness.redis_server import free_port
 from taskbench.harness.stack import Stack
+from taskbench.net import free_port
 from taskbench.results import CeleryCase, Summary
 from taskbench.scenarios.spec import Case
 

@@ -19,9 +19,8 @@ from taskbench.harness import HarnessError
 from taskbench.harness.cgroups import tree_cpu
 from taskbench.harness.config import Placement
 from taskbench.harness.pinning import pinned
-from taskbench.harness.redis_server import free_port
 from taskbench.harness.stack import Stack
-from taskbench.net import healthy
+from taskbench.net import free_port, healthy
 from taskbench.results import HttpCase, SeriesPoint, Summary
 from taskbench.scenarios.spec import Case
 from taskbench.wait import wait_until
@@ -31,7 +30,6 @@ Say = Callable[[str], None]
 APP = "taskbench.scenarios.asgi:app"
 ROUTES = {"async-sleep": "/async-sleep", "def-sleep": "/def-sleep", "def-sleep-model": "/def-sleep-model",
           "async-blocking": "/async-blocking", "hello": "/hello"}
-
 
 def server_argv(python: Path, params: dict[str, Any], port: int) -> list[str]:
     server = params.get("server", "uvicorn")
@@ -52,7 +50,6 @@ def server_argv(python: Path, params: dict[str, Any], port: int) -> list[str]:
             "--workers", workers, "--loop", loop, "--no-access-log", "--log-level", "warning",
             "--workers-kill-timeout", "1", APP]
 
-
 def load_spec(params: dict[str, Any], *, id_prefix: str = "") -> LoadSpec:
     return LoadSpec(
         model=params.get("model", "closed"), users=params.get("users", 100), rate=params.get("rate"),
@@ -60,7 +57,6 @@ def load_spec(params: dict[str, Any], *, id_prefix: str = "") -> LoadSpec:
         duration=params.get("duration"), processes=params.get("driver_processes", 1),
         timeout=params.get("timeout", 30.0), id_prefix=id_prefix,
     )
-
 
 def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say: Say) -> HttpCase:
     params = case.params
@@ -129,7 +125,6 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
     shutil.rmtree(stats_dir, ignore_errors=True)
     return result
 
-
 def _children(pid: int) -> list[int]:
     import psutil
 
@@ -137,7 +132,6 @@ def _children(pid: int) -> list[int]:
         return [c.pid for c in psutil.Process(pid).children()]
     except psutil.NoSuchProcess:
         return []
-
 
 def peak_rps(per_second: list[dict[str, Any]], window: int = 3) -> float | None:
     """The best rate of successful responses over ``window`` consecutive seconds.
@@ -151,7 +145,6 @@ def peak_rps(per_second: list[dict[str, Any]], window: int = 3) -> float | None:
     if len(ok) < window:
         return sum(ok) / len(ok)
     return max(sum(ok[i:i + window]) / window for i in range(len(ok) - window + 1))
-
 
 def _peaks(stats_dir: Path) -> list[dict[str, Any]]:
     import json

@@ -1,4 +1,4 @@
-"""Pure-ASGI HTTP basic auth for a library's dashboard bound beyond loopback."""
+"""Pure-ASGI HTTP basic auth for a library's dashboard bound beyond loopback (used by the backends' `run_dashboard`)."""
 
 from __future__ import annotations
 
