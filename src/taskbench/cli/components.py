@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from taskbench import params
 from taskbench.cli._common import Backend, BrokerOpt, BrokerUrl, RedisUrl, RunId, export, fail, settings
 
 
@@ -29,7 +30,7 @@ def serve(
     workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes")] = 1,
     redis_url: RedisUrl = None,
     run_id: RunId = None,
-    enqueue_mode: Annotated[str | None, typer.Option(help="awaited | after-response")] = None,
+    enqueue_mode: Annotated[str | None, params.option("enqueue_mode")] = None,
     broker: BrokerOpt = None,
     broker_url: BrokerUrl = None,
 ) -> None:
@@ -68,7 +69,7 @@ def worker(
     backend: Backend = None,
     redis_url: RedisUrl = None,
     run_id: RunId = None,
-    concurrency: Annotated[int | None, typer.Option(min=1, max=10_000)] = None,
+    concurrency: Annotated[int | None, params.option("concurrency")] = None,
     log_level: Annotated[str, typer.Option(help="logging level; per-task INFO lines cost CPU")] = "WARNING",
     broker: BrokerOpt = None,
     broker_url: BrokerUrl = None,

@@ -7,14 +7,15 @@ from typing import Annotated
 
 import typer
 
+from taskbench import params
 from taskbench.cli._common import backend_names, fail
 
 
 def ceiling(
-    users: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
-    requests: Annotated[int, typer.Option(min=1, max=10_000_000)] = 20_000,
-    driver_processes: Annotated[int, typer.Option(min=1, max=64)] = 1,
-    redis_url: Annotated[str | None, typer.Option(help="use this Redis instead of an embedded one")] = None,
+    users: Annotated[int, params.option("users")] = params.default("users"),
+    requests: Annotated[int, params.option("requests")] = 20_000,
+    driver_processes: Annotated[int, params.option("driver_processes")] = params.default("driver_processes"),
+    redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
     pin: Annotated[str, typer.Option(help="core placement, as for `run`")] = "auto",
     output: Annotated[Path, typer.Option(help="folder for logs")] = Path("results"),
 ) -> None:
@@ -39,9 +40,10 @@ def ceiling(
 def drain(
     backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "arq",
     tasks: Annotated[int, typer.Option(min=1, max=1_000_000)] = 20_000,
-    concurrency: Annotated[int, typer.Option(min=1, max=10_000, help="tasks at once in the worker")] = 10,
+    concurrency: Annotated[int, params.option("concurrency", help="tasks at once in the worker")] = (
+        params.default("concurrency")),
     ledger: Annotated[str, typer.Option(help="on | off | both (both measures the ledger's cost)")] = "both",
-    redis_url: Annotated[str | None, typer.Option(help="use this Redis instead of an embedded one")] = None,
+    redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
     output: Annotated[Path, typer.Option(help="folder for logs and drain.json")] = Path("results"),
 ) -> None:
     """One worker process's drain rate on no-op tasks (enqueued beforehand, no HTTP)."""

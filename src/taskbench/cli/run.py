@@ -7,43 +7,38 @@ from typing import Annotated
 
 import typer
 
+from taskbench import params
 from taskbench.cli._common import backend_names, execute, fail, passed
 
 
 def run(
     backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "background,arq",
-    workload: Annotated[str, typer.Option(help="io/simple, io/sync, io/thread, cpu/simple, cpu/process")] = "io/simple",
-    model: Annotated[str, typer.Option(help="load model: closed | open | ramp")] = "closed",
-    users: Annotated[int, typer.Option(min=1, max=10_000, help="concurrent users (open: max connections)")] = 100,
-    rate: Annotated[float | None, typer.Option(min=0.001, help="open model: requests per second")] = None,
-    ramp: Annotated[float, typer.Option(min=0.001, help="ramp model: users added per second")] = 10.0,
-    requests: Annotated[int | None, typer.Option(min=1, max=10_000_000, help="requests per case")] = None,
-    duration: Annotated[float | None, typer.Option(min=0.1, max=3600, help="seconds per case")] = None,
-    driver_processes: Annotated[int, typer.Option(min=1, max=64, help="load generator processes")] = 1,
-    workers: Annotated[int, typer.Option(min=1, max=64, help="worker processes per backend")] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, max=10_000, help="tasks at once per worker")] = 10,
-    enqueue_mode: Annotated[str, typer.Option(help="awaited | after-response")] = "awaited",
-    io_delay: Annotated[float, typer.Option(min=0, max=60, help="simulated I/O seconds per task")] = 0.0,
-    cpu_iterations: Annotated[
-        int, typer.Option(min=0, max=100_000_000, help="CPU work per cpu/* task")
-    ] = 200_000,
-    redis_url: Annotated[str | None, typer.Option(help="use this Redis instead of an embedded one")] = None,
-    broker: Annotated[str, typer.Option(help="redis | rabbitmq | nats, where the backend supports it")] = "redis",
-    broker_url: Annotated[str | None, typer.Option(help="RabbitMQ/NATS URL (default: local server)")] = None,
+    workload: Annotated[str, params.option("workload")] = params.default("workload"),
+    model: Annotated[str, params.option("model")] = params.default("model"),
+    users: Annotated[int, params.option("users")] = params.default("users"),
+    rate: Annotated[float | None, params.option("rate")] = params.default("rate"),
+    ramp: Annotated[float, params.option("ramp")] = params.default("ramp"),
+    requests: Annotated[int | None, params.option("requests")] = params.default("requests"),
+    duration: Annotated[float | None, params.option("duration")] = params.default("duration"),
+    driver_processes: Annotated[int, params.option("driver_processes")] = params.default("driver_processes"),
+    workers: Annotated[int, params.option("workers")] = params.default("workers"),
+    concurrency: Annotated[int, params.option("concurrency")] = params.default("concurrency"),
+    enqueue_mode: Annotated[str, params.option("enqueue_mode")] = params.default("enqueue_mode"),
+    io_delay: Annotated[float, params.option("io_delay")] = params.default("io_delay"),
+    cpu_iterations: Annotated[int, params.option("cpu_iterations")] = params.default("cpu_iterations"),
+    redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    broker: Annotated[str, params.option("broker")] = params.default("broker"),
+    broker_url: Annotated[str | None, params.option("broker_url")] = params.default("broker_url"),
     output: Annotated[Path, typer.Option(help="folder for results and logs")] = Path("results"),
     keep: Annotated[bool, typer.Option(help="keep the run's Redis keys")] = False,
-    warmup: Annotated[int, typer.Option(min=0, max=100_000, help="warm-up requests per case")] = 200,
-    drain_timeout: Annotated[
-        float, typer.Option(min=1, max=3600, help="seconds to wait for tasks after the load")
-    ] = 120.0,
+    warmup: Annotated[int, params.option("warmup")] = params.default("warmup"),
+    drain_timeout: Annotated[float, params.option("drain_timeout")] = params.default("drain_timeout"),
     pin: Annotated[str, typer.Option(help="core placement: auto | off | 'api=0;workers=1;driver=1;redis=0'")] = "auto",
-    api_port: Annotated[int | None, typer.Option(min=1, max=65535, help="API port (default: a free one)")] = None,
-    timeout: Annotated[float, typer.Option(min=0.1, max=600, help="per-request timeout, seconds")] = 30.0,
-    http_metrics: Annotated[bool, typer.Option(help="the API's HTTP request metrics middleware")] = True,
-    task_timeout: Annotated[float, typer.Option(
-        min=1, max=86_400, help="longest a task may run; also when a dead worker's task is retried")] = 60.0,
-    fault: Annotated[str | None, typer.Option(
-        help="kill and restart a component mid-load: kill-worker@SECONDS | kill-api@SECONDS")] = None,
+    api_port: Annotated[int | None, params.option("api_port")] = params.default("api_port"),
+    timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
+    http_metrics: Annotated[bool, params.option("http_metrics")] = params.default("http_metrics"),
+    task_timeout: Annotated[float, params.option("task_timeout")] = params.default("task_timeout"),
+    fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
     scenario: Annotated[str | None, typer.Option(
         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
     cases: Annotated[str | None, typer.Option(help="with --scenario: only these case numbers, e.g. 0,3")] = None,
@@ -55,29 +50,17 @@ def run(
         run_scenario(scenario, cases, output, redis_url)
         return
 
-    from taskbench import backends as registry
-    from taskbench.driver import LoadSpec
-    from taskbench.harness.config import Placement, RunConfig
+    from taskbench.harness.config import Placement, RunConfig, load_spec
     from taskbench.harness.faults import Fault
     from taskbench.harness.runner import Runner
     from taskbench.report.table import render
 
     console = Console(stderr=True)
-    names = backend_names(backends)
-    try:
-        for name in names:
-            registry.info(name)
-        if enqueue_mode not in ("awaited", "after-response"):
-            raise ValueError(f"--enqueue-mode must be awaited or after-response, not {enqueue_mode!r}")
-        if model not in ("closed", "open", "ramp"):
-            raise ValueError(f"--model must be closed, open or ramp, not {model!r}")
-        if requests is None and duration is None:
-            requests = 10_000
-        load = LoadSpec(model=model, users=users, rate=rate, ramp_per_s=ramp,  # type: ignore[arg-type]
-                        requests=requests, duration=duration, processes=driver_processes,
-                        timeout=timeout)
+    try:  # the options' ranges and choices are checked once, by load_spec and RunConfig, from the schema
+        load = load_spec({"model": model, "users": users, "rate": rate, "ramp": ramp, "requests": requests,
+                          "duration": duration, "driver_processes": driver_processes, "timeout": timeout})
         config = RunConfig(
-            backends=tuple(names), workload=workload, load=load, workers=workers,
+            backends=tuple(backend_names(backends)), workload=workload, load=load, workers=workers,
             concurrency=concurrency, enqueue_mode=enqueue_mode,  # type: ignore[arg-type]
             io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
             broker=broker, broker_url=broker_url,  # type: ignore[arg-type]

@@ -18,15 +18,8 @@ def list_scenarios(
     if parameters:
         for kind, params in PARAMETERS.items():
             typer.echo(f"{kind} scenarios:")
-            for name, (typ, allowed, text) in sorted(params.items()):
-                if isinstance(allowed, tuple) and allowed and isinstance(allowed[0], str):
-                    values = " | ".join(allowed)
-                elif isinstance(allowed, tuple):
-                    low, high = (f"{v:d}" if typ is int else f"{v:g}" for v in allowed)
-                    values = f"{typ.__name__} {low}..{high}"
-                else:
-                    values = typ.__name__
-                typer.echo(f"  {name:18} {values:32} {text}")
+            for name, param in sorted(params.items()):
+                typer.echo(f"  {name:18} {param.describe():32} {param.help}")
         typer.echo(f"article figures ([[article.rows]]): {', '.join(FIGURES)}")
         return
     for path in shipped():

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from taskbench import params
 from taskbench.cli._common import backend_names, fail, interrupt_on_signals
 
 if TYPE_CHECKING:
@@ -15,9 +16,9 @@ if TYPE_CHECKING:
 
 def up(
     backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "arq",
-    workers: Annotated[int, typer.Option(min=1, max=64, help="worker processes per backend")] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, max=10_000, help="tasks at once per worker")] = 10,
-    redis_url: Annotated[str | None, typer.Option(help="use this Redis instead of an embedded one")] = None,
+    workers: Annotated[int, params.option("workers")] = params.default("workers"),
+    concurrency: Annotated[int, params.option("concurrency")] = params.default("concurrency"),
+    redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
     host: Annotated[str, typer.Option(help="bind address of the APIs and dashboards")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65000, help="first port; the others follow")] = 8000,
     prometheus: Annotated[bool | None, typer.Option(help="start Prometheus (default: if installed)")] = None,

@@ -18,6 +18,7 @@ from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
 from taskbench.harness.redis_server import check_port_free, provide_redis
 from taskbench.harness.runner import delete_run_keys, healthy
 from taskbench.harness.scrape import scrape
+from taskbench.params import settings_env
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -103,11 +104,8 @@ class Up:
         for name in cfg.backends:
             meta = backends.info(name)
             run_id = f"{self.run_id}-{name}"
-            env = {
-                "TASKBENCH_BACKEND": name, "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": run_id,
-                "TASKBENCH_CONCURRENCY": str(cfg.concurrency),
-                "TASKBENCH_METRICS_DIR": str(self.folder / "metrics" / name), "PYTHONUNBUFFERED": "1",
-            }
+            env = settings_env(cfg, backend=name, redis_url=redis_url, run_id=run_id)
+            env["TASKBENCH_METRICS_DIR"] = str(self.folder / "metrics" / name)
             python = str(pythons[name])
             logs = self.folder / "logs" / name
             check_port_free(cfg.host, port)
