@@ -24,7 +24,7 @@ def _run(redis_url: str, out_dir: Path, **overrides: object) -> dict:
         "placement": Placement.parse("auto"),
     }
     params.update(overrides)
-    return Runner(RunConfig(**params), say=lambda _: None).run()
+    return Runner(RunConfig(**params), say=lambda _: None).run().model_dump(mode="json")
 
 
 def _check_clean(case: dict, requests: int) -> None:

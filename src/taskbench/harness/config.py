@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from taskbench import params
 from taskbench.driver import LoadSpec
 from taskbench.harness.cgroups import Limit
 from taskbench.harness.faults import Fault
 from taskbench.messages import WORKLOADS
-from taskbench.settings import DEFAULT_BROKER_URLS, Broker, EnqueueMode
+from taskbench.settings import Broker, EnqueueMode
 
 ROLES = ("api", "workers", "driver", "redis")
 
@@ -95,23 +97,17 @@ class RunConfig:
             raise ValueError("no backend selected")
         from taskbench import backends
 
-        if self.broker != "redis" and self.broker not in DEFAULT_BROKER_URLS:
-            raise ValueError(f"--broker must be redis, rabbitmq or nats, not {self.broker!r}")
+        params.get("broker").check(self.broker)  # before the backends' brokers
         for name in self.backends:
             meta = backends.info(name)
             if self.broker not in meta.brokers:
                 raise ValueError(f"backend {name!r} does not run on {self.broker!r}; "
                                  f"its brokers: {', '.join(meta.brokers)}")
-        if not 1 <= self.workers <= 64:
-            raise ValueError("--workers must be between 1 and 64")
-        if not 1 <= self.concurrency <= 10_000:
-            raise ValueError("--concurrency must be between 1 and 10000")
-        if not 0 <= self.warmup <= 100_000:
-            raise ValueError("--warmup must be between 0 and 100000")
-        if not 0 < self.drain_timeout <= 3600:
-            raise ValueError("--drain-timeout must be in (0, 3600] seconds")
-        if self.api_port is not None and not 1 <= self.api_port <= 65535:
-            raise ValueError("--api-port must be between 1 and 65535")
+        checked = params.by_attr()  # the ranges of the schema, worded for the command line
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in checked and value is not None:
+                checked[item.name].check(value)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -124,6 +120,26 @@ class RunConfig:
         if self.broker_url:
             data["broker_url"] = redact(self.broker_url)
         return data
+
+
+def load_spec(values: Mapping[str, Any]) -> LoadSpec:
+    """The load of a run from its parameters as the schema names them (``model``, ``users``, ``rate``,
+    ``ramp``, ``pace``, ``requests``, ``duration``, ``driver_processes``, ``timeout``), each checked
+    against the schema; a missing or None one takes the schema's default. With neither ``requests``
+    nor ``duration``, 10000 requests (``run`` without either option).
+    """
+    names = ("model", "users", "rate", "ramp", "pace", "requests", "duration", "driver_processes", "timeout")
+    got: dict[str, Any] = {name: values.get(name) for name in names}
+    for name, value in got.items():
+        if value is None:
+            got[name] = params.default(name)
+        else:
+            params.get(name).check(value)
+    if got["requests"] is None and got["duration"] is None:
+        got["requests"] = 10_000
+    return LoadSpec(model=got["model"], users=got["users"], rate=got["rate"], ramp_per_s=got["ramp"],
+                    pace=got["pace"], requests=got["requests"], duration=got["duration"],
+                    processes=got["driver_processes"], timeout=got["timeout"])
 
 
 def redact(url: str) -> str:

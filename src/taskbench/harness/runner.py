@@ -31,6 +31,7 @@ from taskbench.harness.redis_server import check_broker, provide_redis
 from taskbench.harness.stack import Stack
 from taskbench.ledger import Ledger, audit
 from taskbench.net import check_port_free, free_port, healthy
+from taskbench.params import settings_env
 from taskbench.results import FaultRecord, LimitRecord, QueueCase, Result
 from taskbench.settings import Settings
 
@@ -86,24 +87,7 @@ class Runner:
     # -- one case -------------------------------------------------------------------------
 
     def _settings_env(self, name: str, run_id: str, redis_url: str) -> dict[str, str]:
-        cfg = self.config
-        return {
-            "TASKBENCH_BACKEND": name,
-            "TASKBENCH_REDIS_URL": redis_url,
-            "TASKBENCH_RUN_ID": run_id,
-            "TASKBENCH_ENQUEUE_MODE": cfg.enqueue_mode,
-            "TASKBENCH_BROKER": cfg.broker,
-            **({"TASKBENCH_BROKER_URL": cfg.broker_url} if cfg.broker_url else {}),
-            "TASKBENCH_IO_DELAY": str(cfg.io_delay),
-            "TASKBENCH_CPU_ITERATIONS": str(cfg.cpu_iterations),
-            "TASKBENCH_THREADS": str(cfg.threads),
-            "TASKBENCH_PROCESSES": str(cfg.processes),
-            "TASKBENCH_CONCURRENCY": str(cfg.concurrency),
-            "TASKBENCH_SHUTDOWN_TIMEOUT": str(cfg.stop_timeout),
-            "TASKBENCH_TASK_TIMEOUT": str(cfg.task_timeout),
-            "TASKBENCH_METRICS": str(cfg.http_metrics).lower(),
-            "PYTHONUNBUFFERED": "1",
-        }
+        return settings_env(self.config, backend=name, run_id=run_id, redis_url=redis_url)
 
     def run_case(self, index: int, name: str, python: Path, redis_url: str) -> QueueCase:
         """One backend under ``self.config``, in a fresh set of processes (a scenario swaps the config)."""

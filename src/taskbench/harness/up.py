@@ -20,6 +20,7 @@ from taskbench.harness.redis_server import provide_redis
 from taskbench.harness.scrape import scrape
 from taskbench.harness.stack import Stack as Processes
 from taskbench.net import check_port_free, healthy
+from taskbench.params import settings_env
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -105,11 +106,8 @@ class Up:
         for name in cfg.backends:
             meta = backends.info(name)
             run_id = f"{self.run_id}-{name}"
-            env = {
-                "TASKBENCH_BACKEND": name, "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": run_id,
-                "TASKBENCH_CONCURRENCY": str(cfg.concurrency),
-                "TASKBENCH_METRICS_DIR": str(self.folder / "metrics" / name), "PYTHONUNBUFFERED": "1",
-            }
+            env = settings_env(cfg, backend=name, redis_url=redis_url, run_id=run_id)
+            env["TASKBENCH_METRICS_DIR"] = str(self.folder / "metrics" / name)
             python = str(pythons[name])
             logs = self.folder / "logs" / name
             check_port_free(cfg.host, port)

@@ -164,20 +164,16 @@ def combine_runs(runs: list[CaseT], figure: str) -> CaseT:
 
 
 def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
-    from taskbench.driver import LoadSpec
-    from taskbench.harness.config import RunConfig
+    """The RunConfig of a queue case: its parameters over the schema's defaults."""
+    from taskbench import params
+    from taskbench.harness.config import RunConfig, load_spec
     from taskbench.harness.faults import Fault
 
-    p = case.params
-    load = LoadSpec(model=p.get("model", "closed"), users=p.get("users", 100), rate=p.get("rate"),
-                    ramp_per_s=p.get("ramp", 10.0), pace=p.get("pace"), requests=p.get("requests"),
-                    duration=p.get("duration"), processes=p.get("driver_processes", 1),
-                    timeout=p.get("timeout", 30.0))
+    p = {**params.defaults("queue"), **case.params}
     return RunConfig(
-        backends=(p["backend"],), workload=p["workload"], load=load, workers=p.get("workers", 1),
-        concurrency=p.get("concurrency", 10), enqueue_mode=p.get("enqueue_mode", "awaited"),
-        io_delay=p.get("io_delay", 0.0), cpu_iterations=p.get("cpu_iterations", 200_000),
-        redis_url=redis_url, broker=p.get("broker", "redis"), output=output, warmup=p.get("warmup", 200),
-        drain_timeout=p.get("drain_timeout", 120.0), placement=Placement.parse("auto"), limits=case.limits,
-        task_timeout=p.get("task_timeout", 60.0), fault=Fault.parse(p["fault"]) if "fault" in p else None,
+        backends=(p["backend"],), workload=p["workload"], load=load_spec(p), workers=p["workers"],
+        concurrency=p["concurrency"], enqueue_mode=p["enqueue_mode"], io_delay=p["io_delay"],
+        cpu_iterations=p["cpu_iterations"], redis_url=redis_url, broker=p["broker"], output=output,
+        warmup=p["warmup"], drain_timeout=p["drain_timeout"], placement=Placement.parse("auto"),
+        limits=case.limits, task_timeout=p["task_timeout"], fault=Fault.parse(p["fault"]) if p["fault"] else None,
     )

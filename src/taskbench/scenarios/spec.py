@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from taskbench import params as schema
 from taskbench.harness.cgroups import Limit
 
-KINDS = ("queue", "http", "celery")
+KINDS = schema.KINDS
 COMPONENTS = {"queue": ("api", "workers"), "http": ("server",), "celery": ("workers",)}
 FIGURES = {
     "rps": float, "peak_rps": float, "p50_ms": float, "p95_ms": float, "time_to_run_all_s": float,
@@ -52,71 +53,11 @@ FIGURES = {
     "tasks_per_s": float, "elapsed_s": float, "concurrency": float, "note": str,
 }
 
-# parameter -> (type, allowed values or (min, max) or None, help)
-Param = tuple[type, Any, str]
-_LOAD: dict[str, Param] = {
-    "model": (str, ("closed", "open", "ramp"), "load model"),
-    "users": (int, (1, 10_000), "concurrent users / connections"),
-    "rate": (float, (0.001, 1e6), "open model: requests per second"),
-    "ramp": (float, (0.001, 10_000), "ramp model: users added per second"),
-    "pace": (float, (0.0, 3600), "closed/ramp: each user starts a request at most every PACE s"),
-    "requests": (int, (1, 10_000_000), "request bound"),
-    "duration": (float, (0.1, 3600), "time bound, seconds"),
-    "timeout": (float, (0.1, 600), "per-request timeout, seconds"),
-    "driver_processes": (int, (1, 64), "load generator processes"),
-    "warmup": (int, (0, 100_000), "warm-up requests"),
-    "limits": (str, None, "name of a [limits.NAME] set"),
-}
-PARAMETERS: dict[str, dict[str, Param]] = {
-    "queue": {
-        **_LOAD,
-        "backend": (str, None, "backend name"),
-        "workload": (str, None, "io/simple, io/sync, io/thread, cpu/simple, cpu/process"),
-        "workers": (int, (1, 64), "worker processes"),
-        "concurrency": (int, (1, 10_000), "tasks at once per worker"),
-        "enqueue_mode": (str, ("awaited", "after-response"), "when the API enqueues"),
-        "broker": (str, ("redis", "rabbitmq", "nats"), "broker"),
-        "io_delay": (float, (0.0, 60.0), "simulated I/O seconds per task"),
-        "cpu_iterations": (int, (0, 100_000_000), "CPU work per cpu/* task"),
-        "drain_timeout": (float, (1, 3600), "seconds to wait for tasks after the load"),
-        "task_timeout": (float, (1, 86_400), "longest a task may run; when a dead worker's task is retried"),
-        "fault": (str, None, "kill-worker@SECONDS or kill-api@SECONDS: killed mid-load, then restarted"),
-        "label": (str, None, "row label; {name} is replaced by the case's value of name"),
-        "repeat": (int, (1, 20), "runs of the case, each in fresh processes; the table shows the median run"),
-    },
-    "http": {
-        **_LOAD,
-        "endpoint": (str, ("async-sleep", "def-sleep", "def-sleep-model", "async-blocking", "hello"),
-                     "the route"),
-        "delay": (float, (0.0, 60.0), "seconds the endpoint waits"),
-        "middleware": (str, ("none", "base", "asgi"), "BaseHTTPMiddleware or pure ASGI"),
-        "layers": (int, (0, 50), "stacked middleware"),
-        "middleware_work": (str, ("pass", "write", "sleep"), "what each middleware does"),
-        "middleware_sleep": (float, (0.0, 10.0), "asyncio.sleep of each middleware (work = sleep)"),
-        "thread_limit": (int, (1, 10_000), "AnyIO thread limiter tokens (FastAPI default 40)"),
-        "server": (str, ("uvicorn", "hypercorn", "granian"), "ASGI server"),
-        "server_workers": (int, (1, 64), "server worker processes"),
-        "worker_class": (str, ("asyncio", "uvloop", "trio"), "event loop (hypercorn's -k)"),
-        "label": (str, None, "row label; {name} is replaced by the case's value of name"),
-        "repeat": (int, (1, 20), "runs of the case, each in fresh processes; the table shows the median run"),
-    },
-    "celery": {
-        "pool": (str, ("prefork", "solo", "threads", "gevent", "eventlet"), "execution pool"),
-        "concurrency": (int, (1, 10_000), "pool size"),
-        "test": (str, ("io", "cpu", "chord", "routing"), "what is measured"),
-        "tasks": (int, (1, 100_000), "tasks enqueued"),
-        "delay": (float, (0.0, 60.0), "seconds the local HTTP server waits (io, chord)"),
-        "cpu_iterations": (int, (0, 100_000_000), "CPU work per cpu task"),
-        "chord_size": (int, (1, 1000), "parallel calls of the chord"),
-        "io_pool": (str, ("prefork", "solo", "threads", "gevent", "eventlet"), "routing: the io worker"),
-        "io_concurrency": (int, (1, 10_000), "routing: the io worker's pool size"),
-        "timeout": (float, (1, 3600), "longest a case may take, seconds"),
-        "limits": (str, None, "name of a [limits.NAME] set"),
-        "label": (str, None, "row label; {name} is replaced by the case's value of name"),
-        "repeat": (int, (1, 20), "runs of the case, each in fresh processes; the table shows the median run"),
-    },
-}
-_LOAD_KEYS = frozenset(_LOAD) - {"limits"} | {"drain_timeout", "label", "repeat"}
+# kind -> parameter name -> its declaration (type, default, bounds or choices, help) in the schema
+PARAMETERS: dict[str, dict[str, schema.Param]] = {kind: schema.for_kind(kind) for kind in KINDS}
+# the keys that say how a case is loaded, not what it is: left out of the labels made of varying keys
+_LOAD_KEYS = frozenset(p.name for p in schema.SCHEMA if p.kinds == ("queue", "http") and p.name != "limits") \
+    | {"drain_timeout", "label", "repeat"}
 TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits"}
 
 
@@ -326,18 +267,9 @@ class _Builder:
         if key not in params:
             raise self.fail(f"unknown parameter {key!r} for a {kind} scenario; known: "
                             f"{', '.join(sorted(params))}", table, line_key, nth)
-        typ, allowed, _ = params[key]
-        ok = isinstance(value, typ) and not isinstance(value, bool)
-        if typ is float and isinstance(value, int) and not isinstance(value, bool):
-            ok = True
-        if not ok:
-            raise self.fail(f"{key} must be {typ.__name__}, got {value!r}", table, line_key, nth)
-        if isinstance(allowed, tuple) and allowed and isinstance(allowed[0], str):
-            if value not in allowed:
-                raise self.fail(f"{key} must be one of {', '.join(allowed)}, got {value!r}", table, line_key, nth)
-        elif isinstance(allowed, tuple) and not allowed[0] <= value <= allowed[1]:
-            raise self.fail(f"{key} must be between {allowed[0]} and {allowed[1]}, got {value!r}",
-                            table, line_key, nth)
+        problem = params[key].problem(value)
+        if problem:
+            raise self.fail(problem, table, line_key, nth)
         if key == "limits" and value not in limit_sets:
             raise self.fail(f"no limit set {value!r}; defined: {', '.join(limit_sets) or 'none'}",
                             table, line_key, nth)

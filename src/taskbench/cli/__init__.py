@@ -1,0 +1,33 @@
+"""Command line: ``taskbench run | scenarios | up | serve | worker | report | backends | ceiling | drain``.
+
+One module per command or small group; this one makes the app and registers them, in the order
+``--help`` lists them. Heavy imports (FastAPI, uvicorn, the harness, rich tables) happen inside the
+commands, so that ``--help`` is instant and a missing extra gives an install hint instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from taskbench.cli import components, measure, report, run, scenarios, up
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Benchmark and audit FastAPI background-task backends on your own hardware.",
+)
+
+app.command()(components.backends)
+app.command()(components.serve)
+app.command()(components.worker)
+app.command()(run.run)
+app.command("scenarios")(scenarios.list_scenarios)
+app.command(hidden=True)(components.purge)
+app.command(hidden=True)(components.dashboard)
+app.command()(up.up)
+app.command()(measure.ceiling)
+app.command()(measure.drain)
+app.command("drain-case", hidden=True)(components.drain_case)
+app.command()(report.report)
+
+__all__ = ["app"]

@@ -1,0 +1,89 @@
+"""What the commands share: one-line errors, option types, the TASKBENCH_* export, interrupts."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from taskbench.harness.runner import Runner
+    from taskbench.results import Result
+    from taskbench.scenarios.run import ScenarioRunner
+    from taskbench.settings import Settings
+
+Backend = Annotated[
+    str | None, typer.Option("--backend", "-b", help="backend name (default: TASKBENCH_BACKEND)")
+]
+RedisUrl = Annotated[str | None, typer.Option(help="Redis URL (default: TASKBENCH_REDIS_URL)")]
+RunId = Annotated[str | None, typer.Option(help="key namespace of the run (default: TASKBENCH_RUN_ID)")]
+BrokerOpt = Annotated[str | None, typer.Option(help="redis | rabbitmq | nats (default: TASKBENCH_BROKER)")]
+BrokerUrl = Annotated[str | None, typer.Option(help="broker URL (default: the broker's local default)")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.secho(f"taskbench: {message}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code)
+
+
+def export(**values: object) -> None:
+    """Command-line options override the TASKBENCH_* environment of this process and its children."""
+    for key, value in values.items():
+        if value is not None:
+            os.environ[f"TASKBENCH_{key.upper()}"] = str(value)
+
+
+def settings() -> Settings:
+    from pydantic import ValidationError
+
+    from taskbench import backends
+    from taskbench.settings import Settings
+
+    try:
+        found = Settings()
+        backends.info(found.backend)
+    except ValidationError as exc:
+        fail(f"invalid setting: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
+    except ValueError as exc:
+        fail(str(exc))
+    return found
+
+
+def backend_names(text: str) -> list[str]:
+    """``--backends``: comma-separated names, or ``all`` (every implemented backend)."""
+    from taskbench import backends as registry
+
+    return registry.available() if text == "all" else [b.strip() for b in text.split(",") if b.strip()]
+
+
+def interrupt_on_signals() -> None:
+    """SIGINT and SIGTERM raise KeyboardInterrupt, so the stop path runs and stops every process.
+
+    SIGINT is set explicitly: a shell starts a background job with SIGINT ignored, and Python keeps
+    an inherited "ignore", so ``taskbench run &`` could otherwise not be interrupted.
+    """
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def execute(runner: Runner | ScenarioRunner, console: Any) -> Result:
+    """Run a Runner or ScenarioRunner: SIGTERM acts as Ctrl-C, errors become one line.
+
+    Whether the result passed is :meth:`Result.passed` (one rule, :func:`taskbench.results.passed`).
+    """
+    from taskbench.harness import HarnessError
+
+    interrupt_on_signals()
+    try:
+        result = runner.run()
+    except HarnessError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted; every process it started was stopped", code=130)
+    return result

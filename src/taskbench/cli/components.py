@@ -1,0 +1,145 @@
+"""The processes of a run, startable by hand: ``serve``, ``worker``; and ``backends``, ``purge``,
+``dashboard``, ``drain-case``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from taskbench import params
+from taskbench.cli._common import Backend, BrokerOpt, BrokerUrl, RedisUrl, RunId, export, fail, settings
+
+
+def backends() -> None:
+    """List the backends and the extra that installs each."""
+    from taskbench.backends import REGISTRY
+
+    for meta in REGISTRY.values():
+        state = "" if meta.implemented else " (not implemented yet)"
+        brokers = "/".join(meta.brokers)
+        typer.echo(f"{meta.name:11} {brokers:20} {meta.summary}{state}")
+
+
+def serve(
+    backend: Backend = None,
+    host: Annotated[str, typer.Option(help="bind address; loopback unless you mean it")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes")] = 1,
+    redis_url: RedisUrl = None,
+    run_id: RunId = None,
+    enqueue_mode: Annotated[str | None, params.option("enqueue_mode")] = None,
+    broker: BrokerOpt = None,
+    broker_url: BrokerUrl = None,
+) -> None:
+    """Run the reference API for one backend (uvicorn)."""
+    export(backend=backend, redis_url=redis_url, run_id=run_id, enqueue_mode=enqueue_mode,
+           broker=broker, broker_url=broker_url)
+    found = settings()
+    from taskbench.metrics import prepare_component
+
+    prepare_component(f"api-{os.getpid()}")  # shared by the uvicorn workers, before they import anything
+    import uvicorn
+
+    from taskbench.harness import HarnessError
+    from taskbench.harness.redis_server import check_reachable
+    from taskbench.net import check_port_free
+
+    try:
+        check_reachable(found.redis_url)
+        check_port_free(host, port)
+    except HarnessError as exc:
+        fail(str(exc))
+    uvicorn.run(
+        "taskbench.service.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        log_level="warning",
+        timeout_graceful_shutdown=int(found.shutdown_timeout),
+    )
+
+
+def worker(
+    backend: Backend = None,
+    redis_url: RedisUrl = None,
+    run_id: RunId = None,
+    concurrency: Annotated[int | None, params.option("concurrency")] = None,
+    log_level: Annotated[str, typer.Option(help="logging level; per-task INFO lines cost CPU")] = "WARNING",
+    broker: BrokerOpt = None,
+    broker_url: BrokerUrl = None,
+) -> None:
+    """Run one worker process of a backend."""
+    import logging
+
+    export(backend=backend, redis_url=redis_url, run_id=run_id, concurrency=concurrency,
+           broker=broker, broker_url=broker_url)
+    found = settings()
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    from taskbench.metrics import prepare_component
+
+    prepare_component(f"worker-{os.getpid()}")  # before any library imports prometheus_client
+    from taskbench.harness import HarnessError
+    from taskbench.harness.redis_server import check_reachable
+    from taskbench.worker import main
+
+    try:
+        check_reachable(found.redis_url)
+    except HarnessError as exc:
+        fail(str(exc))
+    main(found)
+
+
+def purge(backend: Backend = None, run_id: RunId = None, broker: BrokerOpt = None,
+          broker_url: BrokerUrl = None) -> None:
+    """Delete a run's queues/streams on its broker (the harness calls this after a case)."""
+    import asyncio
+
+    from taskbench import backends as registry
+
+    export(backend=backend, run_id=run_id, broker=broker, broker_url=broker_url)
+    found = settings()
+    asyncio.run(registry.load(found.backend).purge(found))
+
+
+def dashboard(
+    backend: Backend = None,
+    host: Annotated[str, typer.Option(help="bind address; loopback unless you give --auth")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8100,
+    auth: Annotated[str | None, typer.Option(envvar="TASKBENCH_DASHBOARD_AUTH",
+                                             help="USER:PASSWORD for HTTP basic auth")] = None,
+) -> None:
+    """Serve a backend's own web dashboard (SAQ web, Flower); `taskbench up` starts it for you."""
+    import asyncio
+
+    from taskbench import backends as registry
+    from taskbench.backends.base import HasDashboard
+
+    export(backend=backend)
+    found = settings()
+    if host not in ("127.0.0.1", "localhost", "::1") and not auth:
+        fail(f"--host {host}: this dashboard can change tasks; give --auth USER:PASSWORD")
+    if auth is not None and ":" not in auth:
+        fail("--auth must be USER:PASSWORD")
+    impl = registry.load(found.backend)
+    if not isinstance(impl, HasDashboard):
+        fail(f"backend {found.backend!r} has no dashboard")
+    asyncio.run(impl.run_dashboard(found, host, port, auth))
+
+
+def drain_case(
+    tasks: Annotated[int, typer.Option(min=1)] = 20_000,
+    log_dir: Annotated[Path, typer.Option()] = Path("."),
+) -> None:
+    """Run inside a backend's environment by `taskbench drain`; prints one JSON line."""
+    import json
+
+    from taskbench.drain import measure
+
+    print(json.dumps(measure(settings(), tasks, log_dir)))

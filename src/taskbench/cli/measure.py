@@ -1,0 +1,76 @@
+"""Measurements beside the benchmark: ``ceiling`` (the bare FastAPI + Redis rate) and ``drain``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from taskbench import params
+from taskbench.cli._common import backend_names, fail
+
+
+def ceiling(
+    users: Annotated[int, params.option("users")] = params.default("users"),
+    requests: Annotated[int, params.option("requests")] = 20_000,
+    driver_processes: Annotated[int, params.option("driver_processes")] = params.default("driver_processes"),
+    redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    pin: Annotated[str, typer.Option(help="core placement, as for `run`")] = "auto",
+    output: Annotated[Path, typer.Option(help="folder for logs")] = Path("results"),
+) -> None:
+    """Measure the ceiling: a bare FastAPI endpoint doing one `await redis.incr`, same load as `run`."""
+    from taskbench.driver import LoadSpec
+    from taskbench.harness import HarnessError
+    from taskbench.harness.ceiling import measure_ceiling
+    from taskbench.harness.config import Placement, RunConfig
+
+    try:
+        config = RunConfig(load=LoadSpec(users=users, requests=requests, processes=driver_processes),
+                           redis_url=redis_url, placement=Placement.parse(pin), output=output)
+        data = measure_ceiling(config)
+    except (ValueError, HarnessError) as exc:
+        fail(str(exc))
+    lat = data.latency_ms
+    typer.echo(f"ceiling (FastAPI + one await redis.incr): {data.rps:.0f} req/s, "
+               f"median {lat.p50:.1f} ms, p95 {lat.p95:.1f} ms, errors {data.errors}, "
+               f"driver CPU {100 * data.max_utilization:.0f} %")
+
+
+def drain(
+    backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "arq",
+    tasks: Annotated[int, typer.Option(min=1, max=1_000_000)] = 20_000,
+    concurrency: Annotated[int, params.option("concurrency", help="tasks at once in the worker")] = (
+        params.default("concurrency")),
+    ledger: Annotated[str, typer.Option(help="on | off | both (both measures the ledger's cost)")] = "both",
+    redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    output: Annotated[Path, typer.Option(help="folder for logs and drain.json")] = Path("results"),
+) -> None:
+    """One worker process's drain rate on no-op tasks (enqueued beforehand, no HTTP)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from taskbench import backends as registry
+    from taskbench.harness import HarnessError
+    from taskbench.harness.drain import run_drain
+
+    console = Console(stderr=True)
+    modes = {"on": [True], "off": [False], "both": [True, False]}.get(ledger)
+    if modes is None:
+        fail(f"--ledger must be on, off or both, not {ledger!r}")
+    try:
+        names = backend_names(backends)
+        for name in names:
+            registry.info(name)
+        rows = run_drain(names, tasks=tasks, concurrency=concurrency, ledger_modes=modes,
+                         redis_url=redis_url, output=output, say=lambda t: console.print(f"[dim]{t}[/]"))
+    except (ValueError, HarnessError) as exc:
+        fail(str(exc))
+    table = Table(title=f"drain of {tasks} no-op tasks by one worker process (concurrency {concurrency})")
+    for col in ("backend", "version", "ledger", "enqueue/s (no HTTP)", "drain s", "drain tasks/s", "executed"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["backend"], str(row["version"]), "on" if row["ledger"] else "off",
+                      f"{row['enqueue_per_s']:.0f}", f"{row['drain_s']:.2f}", f"{row['drain_per_s']:.0f}",
+                      str(row["executed"]))
+    Console().print(table)

@@ -1,0 +1,108 @@
+"""``taskbench run``: benchmark backends from options, or run a scenario (``--scenario``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from taskbench import params
+from taskbench.cli._common import backend_names, execute, fail
+
+
+def run(
+    backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "background,arq",
+    workload: Annotated[str, params.option("workload")] = params.default("workload"),
+    model: Annotated[str, params.option("model")] = params.default("model"),
+    users: Annotated[int, params.option("users")] = params.default("users"),
+    rate: Annotated[float | None, params.option("rate")] = params.default("rate"),
+    ramp: Annotated[float, params.option("ramp")] = params.default("ramp"),
+    requests: Annotated[int | None, params.option("requests")] = params.default("requests"),
+    duration: Annotated[float | None, params.option("duration")] = params.default("duration"),
+    driver_processes: Annotated[int, params.option("driver_processes")] = params.default("driver_processes"),
+    workers: Annotated[int, params.option("workers")] = params.default("workers"),
+    concurrency: Annotated[int, params.option("concurrency")] = params.default("concurrency"),
+    enqueue_mode: Annotated[str, params.option("enqueue_mode")] = params.default("enqueue_mode"),
+    io_delay: Annotated[float, params.option("io_delay")] = params.default("io_delay"),
+    cpu_iterations: Annotated[int, params.option("cpu_iterations")] = params.default("cpu_iterations"),
+    redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    broker: Annotated[str, params.option("broker")] = params.default("broker"),
+    broker_url: Annotated[str | None, params.option("broker_url")] = params.default("broker_url"),
+    output: Annotated[Path, typer.Option(help="folder for results and logs")] = Path("results"),
+    keep: Annotated[bool, typer.Option(help="keep the run's Redis keys")] = False,
+    warmup: Annotated[int, params.option("warmup")] = params.default("warmup"),
+    drain_timeout: Annotated[float, params.option("drain_timeout")] = params.default("drain_timeout"),
+    pin: Annotated[str, typer.Option(help="core placement: auto | off | 'api=0;workers=1;driver=1;redis=0'")] = "auto",
+    api_port: Annotated[int | None, params.option("api_port")] = params.default("api_port"),
+    timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
+    http_metrics: Annotated[bool, params.option("http_metrics")] = params.default("http_metrics"),
+    task_timeout: Annotated[float, params.option("task_timeout")] = params.default("task_timeout"),
+    fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
+    scenario: Annotated[str | None, typer.Option(
+        help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
+    cases: Annotated[str | None, typer.Option(help="with --scenario: only these case numbers, e.g. 0,3")] = None,
+) -> None:
+    """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
+    from rich.console import Console
+
+    if scenario is not None:
+        run_scenario(scenario, cases, output, redis_url)
+        return
+
+    from taskbench.harness.config import Placement, RunConfig, load_spec
+    from taskbench.harness.faults import Fault
+    from taskbench.harness.runner import Runner
+    from taskbench.report.table import render
+
+    console = Console(stderr=True)
+    try:  # the options' ranges and choices are checked once, by load_spec and RunConfig, from the schema
+        load = load_spec({"model": model, "users": users, "rate": rate, "ramp": ramp, "requests": requests,
+                          "duration": duration, "driver_processes": driver_processes, "timeout": timeout})
+        config = RunConfig(
+            backends=tuple(backend_names(backends)), workload=workload, load=load, workers=workers,
+            concurrency=concurrency, enqueue_mode=enqueue_mode,  # type: ignore[arg-type]
+            io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
+            broker=broker, broker_url=broker_url,  # type: ignore[arg-type]
+            output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout,
+            api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
+            task_timeout=task_timeout, fault=Fault.parse(fault) if fault else None,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+
+    runner = Runner(config, say=lambda text: console.print(f"[dim]{text}[/]"))
+    result = execute(runner, console)
+    render(result, Console())
+    console.print(f"result: {runner.result_path()}")
+    if not result.passed():
+        raise typer.Exit(1)
+
+
+def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None) -> None:
+    from rich.console import Console
+
+    from taskbench.report.scenario import render
+    from taskbench.scenarios import ScenarioError, resolve
+    from taskbench.scenarios.run import ScenarioRunner
+
+    console = Console(stderr=True)
+    try:
+        found = resolve(name)
+        selected = None
+        if cases:
+            try:
+                selected = [int(c) for c in cases.split(",") if c.strip()]
+            except ValueError:
+                raise ValueError(f"--cases takes case numbers like 0,3, not {cases!r}") from None
+        runner = ScenarioRunner(found, output=output, redis_url=redis_url, cases=selected,
+                                say=lambda text: console.print(f"[dim]{text}[/]"))
+    except (ScenarioError, ValueError) as exc:
+        fail(str(exc))
+
+    console.print(f"[dim]scenario {found.name}: {len(runner.cases)} case(s) from {found.path}[/]")
+    result = execute(runner, console)
+    render(result, Console())
+    console.print(f"result: {runner.result_path()}")
+    if not result.passed():
+        raise typer.Exit(1)
