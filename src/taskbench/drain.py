@@ -23,6 +23,7 @@ from taskbench.backends.base import ServiceContext
 from taskbench.ledger import Ledger
 from taskbench.messages import NOOP, TaskMessage
 from taskbench.settings import Settings
+from taskbench.wait import WaitTimeoutError, wait_until
 from taskbench.workloads import Workloads
 
 
@@ -102,16 +103,16 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
 
     worker = _Worker(log_dir / f"drain-{settings.backend}-{'ledger' if settings.ledger else 'noledger'}.log")
     try:
-        deadline = time.monotonic() + 60
-        while not client.hlen(settings.ready_key):
-            if not worker.alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"worker did not start: {worker.tail()}")
-            time.sleep(0.005)
+        try:
+            wait_until(lambda: client.hlen(settings.ready_key), 60, interval=0.005, what="the worker to start",
+                       abort=lambda: None if worker.alive() else "the worker exited")
+        except WaitTimeoutError as exc:
+            raise RuntimeError(f"{exc}: {worker.tail()}") from None
         started = time.perf_counter()
-        deadline = time.monotonic() + timeout
-        while (count := done()) < tasks and time.monotonic() < deadline and worker.alive():
-            time.sleep(0.005)
+        wait_until(lambda: done() >= tasks, timeout, interval=0.005, raise_on_timeout=False,
+                   abort=lambda: None if worker.alive() else "the worker exited")
         drain_s = time.perf_counter() - started
+        count = done()
     finally:
         worker.stop(timeout=settings.shutdown_timeout + 5)
         client.close()

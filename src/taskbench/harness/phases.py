@@ -21,8 +21,7 @@ from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.scrape import cross_check
 from taskbench.ledger import Ledger
-from taskbench.results import AuditResult, Cleanup, FaultRecord, Load, MetricsCheck, Summary
-from taskbench.results.model import Status
+from taskbench.results import AuditResult, Cleanup, FaultRecord, Load, MetricsCheck, Status, Summary
 from taskbench.settings import Settings
 from taskbench.wait import wait_until
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -14,6 +13,7 @@ from typing import Any
 
 from taskbench.harness import HarnessError
 from taskbench.harness.processes import Managed
+from taskbench.wait import WaitTimeoutError, wait_until
 
 CONFIG = """\
 # written by taskbench: scrapes every API and worker of the stack, found through targets.json
@@ -87,18 +87,20 @@ class Prometheus:
 
     def start(self, env: dict[str, str], timeout: float = 30.0) -> None:
         self.proc.start(env)
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def ready() -> bool:
             try:
                 with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:  # noqa: S310
-                    if resp.status == 200:
-                        return
+                    return bool(resp.status == 200)
             except (urllib.error.URLError, OSError):
-                pass
-            if not self.proc.alive() or time.monotonic() > deadline:
-                self.proc.stop()
-                raise HarnessError(f"prometheus did not start on 127.0.0.1:{self.port}: {self.proc.tail(5)}")
-            time.sleep(0.2)
+                return False
+
+        try:
+            wait_until(ready, timeout, what="prometheus to be ready", interval=0.2,
+                       abort=lambda: None if self.proc.alive() else "prometheus exited")
+        except WaitTimeoutError:
+            self.proc.stop()
+            raise HarnessError(f"prometheus did not start on 127.0.0.1:{self.port}: {self.proc.tail(5)}") from None
 
     def stop(self) -> None:
         self.proc.stop(timeout=10)

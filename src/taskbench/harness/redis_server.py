@@ -7,7 +7,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from taskbench.harness import HarnessError
 from taskbench.harness.envs import ensure_env
 from taskbench.harness.processes import Managed
 from taskbench.net import free_port
+from taskbench.wait import WaitTimeoutError, wait_until
 
 
 def describe(url: str) -> str:
@@ -116,19 +116,21 @@ class EmbeddedRedis:
 
     def start(self, env: dict[str, str], timeout: float = 10.0) -> None:
         self.proc.start(env)
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def answers() -> bool:
             try:
                 check_reachable(self.url, timeout=0.5)
-                return
             except HarnessError:
-                if not self.proc.alive() or time.monotonic() > deadline:
-                    self.proc.stop()
-                    raise HarnessError(
-                        f"embedded redis-server ({self.binary}) did not start on port "
-                        f"{self.port}: {self.proc.tail(5)}"
-                    ) from None
-                time.sleep(0.05)
+                return False
+            return True
+
+        try:
+            wait_until(answers, timeout, what="redis-server to answer PING",
+                       abort=lambda: None if self.proc.alive() else "redis-server exited")
+        except WaitTimeoutError:
+            self.proc.stop()
+            raise HarnessError(f"embedded redis-server ({self.binary}) did not start on port "
+                               f"{self.port}: {self.proc.tail(5)}") from None
 
     def stop(self) -> None:
         self.proc.stop(timeout=5.0)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from typing import Any
+
+from taskbench.wait import wait_until
 
 #: what a scrape adds up over every sample (the cross-check, ``taskbench up``'s live counts)
 TOTALS = (
@@ -40,8 +41,7 @@ def cross_check(urls: dict[str, str], ledger_executions: int, *, settle: float =
 
     A task increments its counter just after its ledger write, so a short settle time is allowed.
     """
-    deadline = time.monotonic() + settle
-    while True:
+    def attempt() -> dict[str, Any]:
         components: dict[str, Any] = {}
         for name, url in sorted(urls.items()):
             try:
@@ -51,15 +51,13 @@ def cross_check(urls: dict[str, str], ledger_executions: int, *, settle: float =
         totals = _add(c for c in components.values() if "error" not in c)
         match = totals.get("taskbench_tasks_succeeded_total", 0) == ledger_executions
         errors = [c["error"] for c in components.values() if "error" in c]
-        if (match and not errors) or time.monotonic() > deadline:
-            return {
-                "components": components,
-                "totals": totals,
-                "ledger_executions": ledger_executions,
-                "match": match and not errors,
-                "errors": errors,
-            }
-        time.sleep(0.2)
+        last.update(components=components, totals=totals, ledger_executions=ledger_executions,
+                    match=match and not errors, errors=errors)
+        return last
+
+    last: dict[str, Any] = {}
+    wait_until(lambda: attempt()["match"], settle, interval=0.2, raise_on_timeout=False)
+    return last
 
 
 def _add(rows: Iterable[dict[str, float]]) -> dict[str, float]:
