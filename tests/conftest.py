@@ -16,6 +16,22 @@ from taskbench.harness import HarnessError
 from taskbench.harness.redis_server import EmbeddedRedis, check_reachable
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With pytest-xdist, build every backend environment once, before the test processes start.
+
+    Otherwise both test processes could build the same environment at once on a fresh clone (each
+    test that needs one calls ``ensure_env``); built environments are only checked (a stamp file).
+    """
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    from taskbench import backends
+    from taskbench.harness.envs import ensure_env
+
+    for extra in dict.fromkeys([*(backends.info(name).extra for name in backends.available()), "servers"]):
+        ensure_env(extra)
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """TASKBENCH_TEST_REDIS_URL, else 127.0.0.1:6379 if it answers, else an embedded server."""
