@@ -1,4 +1,9 @@
-"""The reference API over real HTTP: routes, validation, bad input, and BackgroundTasks execution."""
+"""The reference API over real HTTP: routes, validation, bad input, and BackgroundTasks execution.
+
+One server serves the whole module (starting uvicorn per test cost more than the tests); each test
+still starts from an empty ledger: ``client`` deletes the run's keys after every test, and every
+test waits for the tasks it caused before it ends.
+"""
 
 from __future__ import annotations
 
@@ -6,31 +11,49 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from click.testing import Result
 
 from taskbench.ledger import Ledger
-from tests.helpers import request, served
+from taskbench.wait import wait_until
+from tests.helpers import assert_one_line_error, request, served
 
 URL = "/api/v1/incr/io/simple/background"
 
 
+@pytest.fixture(scope="module")
+def module_run_id() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
 @pytest.fixture
-def api(tmp_path: Path, redis_url: str, run_id: str, client: redis.Redis) -> Iterator[int]:
+def run_id(module_run_id: str) -> str:
+    """The module's server writes under one run id; ``client`` empties it after each test."""
+    return module_run_id
+
+
+@pytest.fixture(scope="module")
+def module_api(tmp_path_factory: pytest.TempPathFactory, redis_url: str, module_run_id: str) -> Iterator[int]:
     env = {"TASKBENCH_BACKEND": "background", "TASKBENCH_REDIS_URL": redis_url,
-           "TASKBENCH_RUN_ID": run_id, "TASKBENCH_MAX_BODY_BYTES": "4096"}
-    with served(tmp_path, env) as port:
+           "TASKBENCH_RUN_ID": module_run_id, "TASKBENCH_MAX_BODY_BYTES": "4096"}
+    with served(tmp_path_factory.mktemp("api"), env) as port:
         yield port
+
+
+@pytest.fixture
+def api(module_api: int, client: redis.Redis, run_id: str) -> int:
+    assert Ledger(f"taskbench:{run_id}:").executed_count(client) == 0, "the previous test left tasks behind"
+    return module_api
 
 
 def _wait_executed(client: redis.Redis, prefix: str, n: int) -> dict[str, int]:
     ledger = Ledger(prefix)
-    deadline = time.monotonic() + 10
-    while ledger.executed_count(client) < n and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: ledger.executed_count(client) >= n, 10, what=f"{n} executed task(s)")
     return ledger.read(client)[0]
 
 
@@ -81,8 +104,9 @@ def test_bad_input_gets_4xx_with_message(
     got, answer = request(api, "POST", path, body)
     assert got == status
     assert message in json.dumps(answer)
-    time.sleep(0.05)
-    assert Ledger(f"taskbench:{run_id}:").executed_count(client) == 0  # nothing ran
+    # nothing ran: a good request sent after it is the only task that executes
+    assert request(api, "POST", URL, '{"task_id": "after-bad"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"after-bad": 1}
 
 
 def test_oversized_body_is_refused(api: int, client: redis.Redis, run_id: str) -> None:
@@ -90,8 +114,9 @@ def test_oversized_body_is_refused(api: int, client: redis.Redis, run_id: str) -
     status, answer = request(api, "POST", URL, big)
     assert status == 413
     assert "larger than 4096 bytes" in answer["detail"]
-    # the server still works afterwards
-    assert request(api, "POST", URL, "{}")[0] == 202
+    # the server still works afterwards, and the refused body ran nothing
+    assert request(api, "POST", URL, '{"task_id": "after-big"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"after-big": 1}
 
 
 def test_after_response_mode(tmp_path: Path, redis_url: str, run_id: str, client: redis.Redis) -> None:
@@ -115,8 +140,5 @@ def test_serve_with_unreachable_redis_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
-def test_serve_with_unknown_backend(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "taskbench", "serve", "--backend", "nope"],
-                         capture_output=True, text=True, timeout=60, check=False)
-    assert out.returncode == 2
-    assert "unknown backend 'nope'" in out.stderr
+def test_serve_with_unknown_backend(cli: Callable[..., Result]) -> None:
+    assert_one_line_error(cli("serve", "--backend", "nope"), "unknown backend 'nope'")
