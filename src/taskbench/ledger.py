@@ -108,6 +108,8 @@ class Audit:
     queue_wait: Histogram = field(default_factory=Histogram)  # enqueue -> start, µs
     lost_ids: list[str] = field(default_factory=list)
     duplicated_ids: list[str] = field(default_factory=list)
+    #: tasks finished in each second after ``start`` (the drain as a curve); empty without a start
+    executed_per_second: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -132,6 +134,7 @@ class Audit:
             "end_to_end_histogram": self.end_to_end.to_dict(),
             "lost_ids": self.lost_ids,
             "duplicated_ids": self.duplicated_ids,
+            "executed_per_second": self.executed_per_second,
         }
 
 
@@ -142,10 +145,12 @@ def audit(
     *,
     deadline: float | None = None,
     ignore_prefix: str | None = None,
+    start: float | None = None,
 ) -> Audit:
     """Compare the ids the driver saw accepted with the ledger's records.
 
-    ``ignore_prefix`` leaves out ids of another phase (the warm-up) on both sides.
+    ``ignore_prefix`` leaves out ids of another phase (the warm-up) on both sides. ``start`` (the
+    load's start, wall clock) gives ``executed_per_second``: finishes counted per second after it.
     """
     accepted = set(accepted_ids)
     if ignore_prefix:
@@ -178,7 +183,19 @@ def audit(
     if starts:
         result.first_start = min(starts)
         result.last_finish = max(finishes)
+    if start is not None:
+        result.executed_per_second = per_second(finishes, start)
     return result
+
+
+def per_second(stamps: list[float], start: float) -> list[int]:
+    """How many of ``stamps`` fall in each second after ``start`` (earlier ones count in second 0)."""
+    if not stamps:
+        return []
+    bins = [0] * (int(max(0.0, max(stamps) - start)) + 1)
+    for stamp in stamps:
+        bins[int(max(0.0, stamp - start))] += 1
+    return bins
 
 
 def _rows(

@@ -158,7 +158,7 @@ class Runner:
                     time.sleep(cfg.late_grace)  # a straggler finishing now is counted late, not lost
                 counts, times = ledger.read(client)
                 report = audit(load.accepted_ids, counts, times, deadline=drained.deadline,
-                               ignore_prefix=WARMUP_PREFIX).to_model()
+                               ignore_prefix=WARMUP_PREFIX, start=load_start).to_model()
                 if case.fault is not None:
                     case.fault = summarize(case.fault, times)
                 case.metrics, metric_failures = check_metrics(client, settings, port, sum(counts.values()),

@@ -108,6 +108,8 @@ class AuditResult(Model):
     end_to_end_histogram: HistogramData = HistogramData()
     lost_ids: list[str] = []
     duplicated_ids: list[str] = []
+    #: tasks finished in each second after the load started (the drain as a curve)
+    executed_per_second: list[int] = []
 
     @property
     def ok(self) -> bool:
