@@ -173,11 +173,11 @@ def audit(
     )
     starts: list[float] = []
     finishes: list[float] = []
-    for enq, start, fin in _rows(counts, times):
-        starts.append(start)
+    for enq, began, fin in _rows(counts, times):
+        starts.append(began)
         finishes.append(fin)
         result.end_to_end.record(max(0, round((fin - enq) * 1e6)))
-        result.queue_wait.record(max(0, round((start - enq) * 1e6)))
+        result.queue_wait.record(max(0, round((began - enq) * 1e6)))
         if deadline is not None and fin > deadline:
             result.late += 1
     if starts:
