@@ -110,6 +110,7 @@ class Audit:
     duplicated_ids: list[str] = field(default_factory=list)
     #: tasks finished in each second after ``start`` (the drain as a curve); empty without a start
     executed_per_second: list[int] = field(default_factory=list)
+    start: float | None = None  # the load's start (wall clock), second 0 of executed_per_second
 
     @property
     def ok(self) -> bool:
@@ -135,6 +136,7 @@ class Audit:
             "lost_ids": self.lost_ids,
             "duplicated_ids": self.duplicated_ids,
             "executed_per_second": self.executed_per_second,
+            "start": self.start,
         }
 
 
@@ -184,6 +186,7 @@ def audit(
         result.first_start = min(starts)
         result.last_finish = max(finishes)
     if start is not None:
+        result.start = start
         result.executed_per_second = per_second(finishes, start)
     return result
 
