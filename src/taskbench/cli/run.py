@@ -9,6 +9,7 @@ import typer
 
 from taskbench import params
 from taskbench.cli._common import backend_names, execute, fail
+from taskbench.cli.report import publish
 
 
 def run(
@@ -75,6 +76,7 @@ def run(
     result = execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
+    publish(result, runner.result_path(), output, console.print)
     if not result.passed():
         raise typer.Exit(1)
 
@@ -104,5 +106,6 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
     result = execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
+    publish(result, runner.result_path(), output, console.print)
     if not result.passed():
         raise typer.Exit(1)
