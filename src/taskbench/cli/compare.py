@@ -61,7 +61,8 @@ def compare(
     else:
         for cmp in comparisons:
             render(cmp, console, threshold=limit, alpha=alpha)
-    regressions = [f"{cmp.label_b}: {name}" for cmp in comparisons for name in cmp.regressions]
+    regressions = [(f"{cmp.label_b}: " if len(comparisons) > 1 else "") + name
+                   for cmp in comparisons for name in cmp.regressions]
     if not any(cmp.cases for cmp in comparisons):
         fail("no case of the results has the same parameters: nothing to compare")
     if regressions:

@@ -3,8 +3,9 @@
 Cases are matched by their parameters (a run's case by backend, broker, workload and enqueue mode; a
 scenario's by its label and parameters). A metric is *worse* when it moved the wrong way (RPS down,
 latency, errors, lost or duplicated up) by more than the threshold **and** the change is beyond the
-noise: Mann–Whitney U on the samples behind it (per-second counts for rates, every request's or task's
-latency from the HDR histograms for latencies) at ``alpha``. Lost and duplicated tasks are counts of
+noise: Mann–Whitney U on the samples behind it at ``alpha`` (per-second counts for rates; for a latency
+percentile, every request's or task's latency from the HDR histograms, as above or below the first
+run's percentile, see :mod:`taskbench.report.stats`). Lost and duplicated tasks are counts of
 failures, not noisy measurements: any increase is worse. Figures with no samples (the drain time) are
 shown with their change but decide nothing.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from taskbench.histogram import Histogram
-from taskbench.report.stats import Test, counted, mann_whitney
+from taskbench.report.stats import Test, above, counted, mann_whitney
 from taskbench.results import CaseBase, HttpCase, QueueCase, Result
 from taskbench.results.model import HistogramData, Load
 
@@ -139,9 +140,17 @@ def _per_second(load: Load | None, what: str) -> Samples:
 
 
 def _hist(data: HistogramData | None) -> Samples:
+    """An HDR histogram as weighted samples: each bucket's midpoint in ms (as its percentiles are)."""
     if data is None:
         return []
-    return [(float(low), count) for low, _, count in Histogram.from_dict(data.model_dump()).buckets()]
+    return [((low + high) / 2000.0, count) for low, high, count in Histogram.from_dict(data.model_dump()).buckets()]
+
+
+def _percentile_test(a: Samples, b: Samples, value: float | None) -> Test | None:
+    """Do more of B's observations than of A's lie above A's percentile ``value`` (or fewer)?"""
+    if value is None or not a or not b:
+        return None
+    return mann_whitney(above(a, value), above(b, value))
 
 
 def metrics(a: CaseBase, b: CaseBase) -> list[Metric]:
@@ -151,17 +160,21 @@ def metrics(a: CaseBase, b: CaseBase) -> list[Metric]:
     if isinstance(a, QueueCase | HttpCase) and load_a is not None and load_b is not None:
         rate = mann_whitney(_per_second(load_a, "completed"), _per_second(load_b, "completed"))
         out.append(Metric("RPS", "req/s", sa.rps, sb.rps, True, rate))
-        lat = mann_whitney(_hist(load_a.latency), _hist(load_b.latency))
+        lat_a, lat_b = _hist(load_a.latency), _hist(load_b.latency)
         for key, name in (("p50_ms", "median latency"), ("p95_ms", "p95 latency"), ("p99_ms", "p99 latency")):
-            out.append(Metric(name, "ms", sa.figure(key), sb.figure(key), False, lat))
+            out.append(Metric(name, "ms", sa.figure(key), sb.figure(key), False,
+                              _percentile_test(lat_a, lat_b, sa.figure(key))))
         errors = mann_whitney(_per_second(load_a, "errors"), _per_second(load_b, "errors"))
         out.append(Metric("errors", "%", sa.errors_pct, sb.errors_pct, False, errors))
     if isinstance(a, QueueCase) and isinstance(b, QueueCase):
         audit_a, audit_b = a.audit, b.audit
         if audit_a is not None and audit_b is not None:
-            e2e = mann_whitney(_hist(audit_a.end_to_end_histogram), _hist(audit_b.end_to_end_histogram))
-            out.append(Metric("e2e p50", "ms", audit_a.end_to_end_ms.p50, audit_b.end_to_end_ms.p50, False, e2e))
-            out.append(Metric("e2e p95", "ms", sa.e2e_p95_ms, sb.e2e_p95_ms, False, e2e))
+            e2e_a, e2e_b = _hist(audit_a.end_to_end_histogram), _hist(audit_b.end_to_end_histogram)
+            p50_a, p95_a = audit_a.end_to_end_ms.p50, audit_a.end_to_end_ms.p95
+            out.append(Metric("e2e p50", "ms", p50_a, audit_b.end_to_end_ms.p50, False,
+                              _percentile_test(e2e_a, e2e_b, p50_a)))
+            out.append(Metric("e2e p95", "ms", p95_a, audit_b.end_to_end_ms.p95, False,
+                              _percentile_test(e2e_a, e2e_b, p95_a)))
             if audit_a.executed_per_second and audit_b.executed_per_second:
                 ex = mann_whitney(counted(x for x in audit_a.executed_per_second if x),
                                   counted(x for x in audit_b.executed_per_second if x))

@@ -6,7 +6,6 @@ from rich.console import Console
 from rich.table import Table
 
 from taskbench.histogram import Histogram
-from taskbench.report import plots
 from taskbench.report.compare import Comparison, Metric
 from taskbench.report.page import document, esc, facts, figure, table
 from taskbench.results import HttpCase, QueueCase, Result
@@ -101,6 +100,7 @@ def render_html(results: list[Result], labels: list[str], comparisons: list[Comp
 
 def overlay(results: list[Result], labels: list[str], comparisons: list[Comparison]) -> list[str]:
     """Per case of the first run matched in the others: RPS and executed tasks over time, latency percentiles."""
+    from taskbench.report import plots  # matplotlib: only for the page, not the terminal table
     from taskbench.report.compare import case_key
 
     out = []

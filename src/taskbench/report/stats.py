@@ -5,6 +5,10 @@ per-second counts (a few dozen values) or HDR histograms, whose buckets are valu
 the test is computed on ``(value, count)`` pairs with mid-ranks for ties, the tie-corrected variance
 and the normal approximation with continuity correction (two-sided). Below 3 samples a side it does
 not decide (p = 1): a one-second run has no noise estimate.
+
+A percentile is tested on its own, not through the whole distribution (a run can have a lower median
+and a longer tail): each observation becomes 1 when it lies above the first run's percentile, else 0,
+and the test compares those (on 0/1 samples it is the two-proportion test).
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ class Test:
     @property
     def decided(self) -> bool:
         return self.n_a >= MIN_SAMPLES and self.n_b >= MIN_SAMPLES
+
+
+def above(hist: list[tuple[float, int]], value: float) -> list[tuple[float, int]]:
+    """Weighted samples as 0/1: is each observation above ``value``? (for a test of one percentile)"""
+    over = sum(c for v, c in hist if v > value)
+    under = sum(c for v, c in hist if v <= value)
+    return [(0.0, under), (1.0, over)]
 
 
 def counted(values: Iterable[float]) -> list[tuple[float, int]]:
