@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from taskbench import params
-from taskbench.cli._common import backend_names, fail
+from taskbench.cli._common import backend_names, fail, show_progress
 
 
 def ceiling(
@@ -55,6 +55,7 @@ def drain(
     from taskbench.harness.drain import run_drain
 
     console = Console(stderr=True)
+    show_progress(console)
     modes = {"on": [True], "off": [False], "both": [True, False]}.get(ledger)
     if modes is None:
         fail(f"--ledger must be on, off or both, not {ledger!r}")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from taskbench import params
-from taskbench.cli._common import backend_names, execute, fail
+from taskbench.cli._common import backend_names, execute, fail, show_progress
 from taskbench.cli.report import publish
 
 
@@ -73,6 +73,7 @@ def run(
         fail(str(exc))
 
     runner = Runner(config, say=lambda text: console.print(f"[dim]{text}[/]"))
+    show_progress(console)
     result = execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
@@ -103,6 +104,7 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
         fail(str(exc))
 
     console.print(f"[dim]scenario {found.name}: {len(runner.cases)} case(s) from {found.path}[/]")
+    show_progress(console)
     result = execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
