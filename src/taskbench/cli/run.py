@@ -46,6 +46,7 @@ def run(
 ) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
     from rich.console import Console
+    from rich.markup import escape
 
     if scenario is not None:
         run_scenario(scenario, cases, output, redis_url)
@@ -72,7 +73,7 @@ def run(
     except ValueError as exc:
         fail(str(exc))
 
-    runner = Runner(config, say=lambda text: console.print(f"[dim]{text}[/]"))
+    runner = Runner(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
     show_progress(console)
     result = execute(runner, console)
     render(result, Console())
@@ -84,6 +85,7 @@ def run(
 
 def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     from taskbench.report.scenario import render
     from taskbench.scenarios import ScenarioError, resolve
@@ -99,7 +101,7 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
             except ValueError:
                 raise ValueError(f"--cases takes case numbers like 0,3, not {cases!r}") from None
         runner = ScenarioRunner(found, output=output, redis_url=redis_url, cases=selected,
-                                say=lambda text: console.print(f"[dim]{text}[/]"))
+                                say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
     except (ScenarioError, ValueError) as exc:
         fail(str(exc))
 

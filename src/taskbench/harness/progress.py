@@ -30,6 +30,9 @@ class Reporter:
     @contextlib.contextmanager
     def phase(self, name: str, *, total: int | None = None, duration: float | None = None,
               executed: Count | None = None, accepted: Count | None = None) -> Iterator[None]:
+        from rich.markup import escape
+
+        name = escape(name)  # "[arq] load" is text, not a style
         state = _State(name, total, duration, executed, accepted)
         stop = threading.Event()
         if self.live:
@@ -45,7 +48,6 @@ class Reporter:
                 done = state.poll()
                 self._progress.update(task, completed=state.progress(done), figures=state.figures(done))
         else:
-            self.console.print(f"[dim]{name}: started[/]")
 
             def show() -> None:
                 self.console.print(f"[dim]{name}: {state.figures(state.poll())}[/]")
