@@ -34,6 +34,8 @@ class Reporter:
 
         name = escape(name)  # "[arq] load" is text, not a style
         state = _State(name, total, duration, executed, accepted)
+        with contextlib.suppress(Exception):
+            state.poll()  # the first rate is measured from here
         stop = threading.Event()
         if self.live:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

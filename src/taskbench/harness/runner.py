@@ -160,7 +160,8 @@ class Runner:
                                         f"{injector.record.error}")
                 say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
                 with progress.phase(f"[{name}] drain", total=len(load.accepted_ids),
-                                    executed=lambda: executed() - warm_accepted):
+                                    executed=lambda: executed() - warm_accepted,
+                                    accepted=lambda: len(load.accepted_ids)):
                     drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
                                     accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
                                     say=say)
