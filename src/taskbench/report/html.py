@@ -102,7 +102,7 @@ def summary_table(result: Result) -> str:
     rows = []
     for case in cases:
         s, article = case.summary, case.article or {}
-        row = [f'<td class="l">{esc(case.name)}</td>']
+        row = [f'<td class="l name">{esc(case.name)}</td>']
         for key, _, spec, fig in shown:
             value = s.figure(key)
             row.append(cell(value, spec, css="bad" if key in ("lost", "duplicated") and value else ""))
@@ -112,11 +112,11 @@ def summary_table(result: Result) -> str:
             sp = s.spread
             row.append(cell(sp.runs if sp else None, "{}") if not sp else
                        f'<td data-v="{sp.max - sp.min}">{sp.runs}: {sp.min:.0f}–{sp.max:.0f}</td>')
-        row.append(f'<td class="l">{esc(limits_summary(case))}</td>')
+        row.append(f'<td class="l wide">{esc(limits_summary(case))}</td>')
         row.append(cell(s.driver_cpu_pct, "{:.0f}"))
         row.append(f'<td class="l {STATUS_CSS.get(case.status, "")}">{esc(case.status)}</td>')
         if "note" in with_article:
-            row.append(f'<td class="l article">{esc(article.get("note", ""))}</td>')
+            row.append(f'<td class="l article wide">{esc(article.get("note", ""))}</td>')
         rows.append(row)
     return table(headers, rows)
 
@@ -168,8 +168,9 @@ def scenario_bars(result: Result) -> str:
         items.append(plots.Bar(label=case.name, value=s.figure(figure_name),
                                low=s.spread.min if s.spread else None, high=s.spread.max if s.spread else None,
                                article=float(art) if isinstance(art, int | float) else None))
-    svgs = [figure(plots.bars(f"{unit} per case", items, unit),
-                   "error bars: lowest and highest of the repeated runs; hatched: the article's figure")]
+    notes = (["error bars: lowest and highest of the repeated runs"] if any(i.low is not None for i in items) else []) \
+        + (["hatched: the article's figure"] if any(i.article is not None for i in items) else [])
+    svgs = [figure(plots.bars(f"{unit} per case", items, unit), "; ".join(notes))]
     if kind != "celery" and any(c.summary.p95_ms is not None for c in result.cases):
         p95 = []
         for case in result.cases:

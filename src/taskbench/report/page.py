@@ -20,8 +20,9 @@ h1 { font-size: 1.45em; margin: .2em 0 .3em; } h2 { font-size: 1.2em; margin: 1.
 .warn { color: var(--warn); } .good { color: var(--good); }
 table { border-collapse: collapse; margin: .4em 0 1em; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 8px; border-bottom: 1px solid var(--line); text-align: right; vertical-align: top; }
-th { background: #f5f5f5; font-weight: 600; white-space: nowrap; }
-td.l, th.l { text-align: left; } td.article, th.article { color: var(--muted); }
+th { background: #f5f5f5; font-weight: 600; vertical-align: bottom; }
+table.sortable { font-size: 13px; }
+td.l, th.l { text-align: left; } td.wide { min-width: 16em; } td.name { min-width: 10em; } .scroll { overflow-x: auto; } td.article, th.article { color: var(--muted); }
 table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th[data-dir="asc"]::after { content: " ▲"; } table.sortable th[data-dir="desc"]::after { content: " ▼"; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: .4em 0; }
@@ -34,7 +35,7 @@ section.case { break-inside: avoid-page; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11px; }
   .plots { grid-template-columns: 1fr 1fr; } .plots figure, table, dl { break-inside: avoid; }
-  h2 { break-after: avoid; } a { color: inherit; text-decoration: none; }
+  h2 { break-after: avoid; } .scroll { overflow: visible; } a { color: inherit; text-decoration: none; }
 }
 """
 
@@ -110,7 +111,8 @@ def table(headers: list[tuple[str, str]], rows: list[list[str]], *, sortable: bo
     klass = " ".join(c for c in ("sortable" if sortable else "", css) if c)
     head = "".join(f'<th class="{esc(c)}">{esc(h)}</th>' for h, c in headers)
     body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
-    return f'<table class="{klass}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (f'<div class="scroll"><table class="{klass}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table></div>")
 
 
 def facts(items: list[tuple[str, Any]], *, wide: bool = False) -> str:

@@ -179,7 +179,7 @@ def distribution(title: str, histograms: list[tuple[str, Histogram]], unit: str 
 
 def bars(title: str, items: list[Bar], ylabel: str, *, article_label: str = "article") -> str:
     """One bar per case, the spread of repeated runs as an error bar, the article's figure beside it."""
-    height = max(HEIGHT, 0.9 + 0.28 * len(items))
+    height = 1.0 + (0.5 if any(b.article is not None for b in items) else 0.3) * len(items)
     fig = _figure(height)
     ax = fig.add_subplot()
     with_article = any(b.article is not None for b in items)
