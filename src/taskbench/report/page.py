@@ -22,7 +22,8 @@ table { border-collapse: collapse; margin: .4em 0 1em; font-variant-numeric: tab
 th, td { padding: 3px 8px; border-bottom: 1px solid var(--line); text-align: right; vertical-align: top; }
 th { background: #f5f5f5; font-weight: 600; vertical-align: bottom; }
 table.sortable { font-size: 13px; }
-td.l, th.l { text-align: left; } td.wide { min-width: 16em; } td.name { min-width: 10em; } .scroll { overflow-x: auto; } td.article, th.article { color: var(--muted); }
+td.l, th.l { text-align: left; } td.wide { min-width: 16em; } td.name { min-width: 10em; }
+.scroll { overflow-x: auto; } td.article, th.article { color: var(--muted); }
 table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th[data-dir="asc"]::after { content: " ▲"; } table.sortable th[data-dir="desc"]::after { content: " ▼"; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: .4em 0; }
