@@ -111,17 +111,20 @@ def overlay(results: list[Result], labels: list[str], comparisons: list[Comparis
         if len(found) < 2:
             continue
         rate_lines, exec_lines, lat, e2e = [], [], [], []
-        for label, c in found:
+        for i, (label, c) in enumerate(found):
+            color = plots.COLORS[i % len(plots.COLORS)]  # one colour per run: solid requests, dashed tasks
             load = c.load if isinstance(c, QueueCase | HttpCase) else None
             if load is not None:
                 xs = [row.t for row in load.per_second]
-                rate_lines.append(plots.Line(f"{label} requests/s", xs, [row.completed for row in load.per_second]))
+                rate_lines.append(plots.Line(f"{label} requests/s", xs, [row.completed for row in load.per_second],
+                                             color=color))
                 if load.latency.count:
                     lat.append((label, Histogram.from_dict(load.latency.model_dump())))
             if isinstance(c, QueueCase) and c.audit is not None:
                 if c.audit.executed_per_second:
                     ex = c.audit.executed_per_second
-                    exec_lines.append(plots.Line(f"{label} executed/s", list(range(len(ex))), ex, style="--"))
+                    exec_lines.append(plots.Line(f"{label} executed/s", list(range(len(ex))), ex, style="--",
+                                                 color=color))
                 if c.audit.end_to_end_histogram.count:
                     e2e.append((label, Histogram.from_dict(c.audit.end_to_end_histogram.model_dump())))
         svgs = []
