@@ -49,7 +49,7 @@ def header(result: Result) -> str:
     items: list[tuple[str, object]] = [
         ("created", result.created), ("finished", result.finished),
         ("command", " ".join(result.command)), ("commit", commit),
-        ("machine", machine_line(result)), ("host", m.hostname), ("memory", memory),
+        ("machine", machine_line(result).removeprefix("machine: ")), ("host", m.hostname), ("memory", memory),
         ("usable CPUs", m.usable_cpus),
     ]
     if result.scenario is not None:
