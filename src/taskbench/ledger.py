@@ -108,6 +108,9 @@ class Audit:
     queue_wait: Histogram = field(default_factory=Histogram)  # enqueue -> start, µs
     lost_ids: list[str] = field(default_factory=list)
     duplicated_ids: list[str] = field(default_factory=list)
+    #: tasks finished in each second after ``start`` (the drain as a curve); empty without a start
+    executed_per_second: list[int] = field(default_factory=list)
+    start: float | None = None  # the load's start (wall clock), second 0 of executed_per_second
 
     @property
     def ok(self) -> bool:
@@ -132,6 +135,8 @@ class Audit:
             "end_to_end_histogram": self.end_to_end.to_dict(),
             "lost_ids": self.lost_ids,
             "duplicated_ids": self.duplicated_ids,
+            "executed_per_second": self.executed_per_second,
+            "start": self.start,
         }
 
 
@@ -142,10 +147,12 @@ def audit(
     *,
     deadline: float | None = None,
     ignore_prefix: str | None = None,
+    start: float | None = None,
 ) -> Audit:
     """Compare the ids the driver saw accepted with the ledger's records.
 
-    ``ignore_prefix`` leaves out ids of another phase (the warm-up) on both sides.
+    ``ignore_prefix`` leaves out ids of another phase (the warm-up) on both sides. ``start`` (the
+    load's start, wall clock) gives ``executed_per_second``: finishes counted per second after it.
     """
     accepted = set(accepted_ids)
     if ignore_prefix:
@@ -168,17 +175,30 @@ def audit(
     )
     starts: list[float] = []
     finishes: list[float] = []
-    for enq, start, fin in _rows(counts, times):
-        starts.append(start)
+    for enq, began, fin in _rows(counts, times):
+        starts.append(began)
         finishes.append(fin)
         result.end_to_end.record(max(0, round((fin - enq) * 1e6)))
-        result.queue_wait.record(max(0, round((start - enq) * 1e6)))
+        result.queue_wait.record(max(0, round((began - enq) * 1e6)))
         if deadline is not None and fin > deadline:
             result.late += 1
     if starts:
         result.first_start = min(starts)
         result.last_finish = max(finishes)
+    if start is not None:
+        result.start = start
+        result.executed_per_second = per_second(finishes, start)
     return result
+
+
+def per_second(stamps: list[float], start: float) -> list[int]:
+    """How many of ``stamps`` fall in each second after ``start`` (earlier ones count in second 0)."""
+    if not stamps:
+        return []
+    bins = [0] * (int(max(0.0, max(stamps) - start)) + 1)
+    for stamp in stamps:
+        bins[int(max(0.0, stamp - start))] += 1
+    return bins
 
 
 def _rows(

@@ -145,3 +145,8 @@ def test_dead_worker_is_reported_not_hidden(redis_url: str, out_dir: Path) -> No
     case = result["cases"][0]
     assert case["status"] == "failed"
     assert any("worker-0 died" in f for f in case["failures"])
+    # a failed run still gets its report and its line in the index
+    assert (out_dir / result["run_id"] / "report.html").read_text().count("<svg") >= 3
+    assert f'href="{result["run_id"]}/report.html"' in (out_dir / "index.html").read_text()
+    # off a terminal, progress is plain lines
+    assert "[arq] drain: done in" in out
