@@ -77,6 +77,16 @@ SLOW_TASK = 2.0
 #: second late would otherwise be redelivered once more (at-least-once, not a bug)
 SLOW_TASK_TIMEOUT = 5
 
+#: Known bugs the suite found, by backend: the test still runs and reports XFAIL (XPASS once fixed);
+#: remove the entry with the fix.
+SIGTERM_MID_TASK_LOSES_TASKS: dict[str, str] = {
+    "celery": (
+        "a SIGTERM while tasks run: Celery's worker thread returns before the threads pool finished, "
+        "run_worker returns, asyncio cancels the running coroutines, the tasks fail with "
+        "CancelledError and are acked (late ack on failure): lost, not finished nor redelivered"
+    ),
+}
+
 
 class Stack:
     """The API and the workers of one case, started and stopped by the tests."""
@@ -120,9 +130,11 @@ class Stack:
         return worker.stop(timeout=timeout)
 
     def stop_workers(self) -> None:
-        """SIGTERM every worker and wait: what they held is finished or back in the broker."""
-        for worker in list(self.workers):
-            code = self.stop(worker)
+        """SIGTERM every worker (at once) and wait: what they held is finished or back in the broker."""
+        workers, self.workers = self.workers, []
+        with ThreadPoolExecutor(max(1, len(workers))) as pool:
+            codes = list(pool.map(lambda w: w.stop(timeout=30), workers))
+        for worker, code in zip(workers, codes, strict=True):
             assert code in (0, -15), f"{worker.name} exit code {code}: {worker.tail()}"
 
     def kill(self, worker: Managed) -> None:
@@ -299,6 +311,8 @@ def _all_running(st: Stack, worker: Managed, n: int) -> None:
 def test_sigterm_stops_cleanly(case: Case, request: pytest.FixtureRequest) -> None:
     if not case.meta.has_worker:
         pytest.skip("no worker processes")
+    if case.backend in SIGTERM_MID_TASK_LOSES_TASKS:
+        request.applymarker(pytest.mark.xfail(reason=SIGTERM_MID_TASK_LOSES_TASKS[case.backend], strict=False))
     st: Stack = request.getfixturevalue("fault_stack")
     st.stop_workers()
     worker = st.start_worker()
@@ -318,9 +332,9 @@ def test_sigterm_stops_cleanly(case: Case, request: pytest.FixtureRequest) -> No
     assert not alive, "the worker left child processes behind"
     counts = st.counts(ids)
     unfinished = [t for t in ids if t not in counts]
-    if unfinished:  # returned to the queue: a new worker must run them
+    if unfinished:  # returned to the queue: a new worker must run them (within the task timeout)
         st.start_worker()
-        counts = st.wait_executed(ids)
+        counts = st.wait_executed(ids, timeout=6 * SLOW_TASK_TIMEOUT)
     assert counts == dict.fromkeys(ids, 1), counts
 
 
