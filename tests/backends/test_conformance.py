@@ -73,6 +73,8 @@ CASES = cases()
 
 #: the fault tests' task: long enough that a kill or a stop lands inside it once it is seen running
 SLOW_TASK = 2.0
+#: the SIGTERM test's task (a worker-side setting): the stop needs no margin, it waits for the task
+SIGTERM_TASK = 1.0
 #: their task timeout, well above the task: a redelivered copy that a busy machine starts or acks a
 #: second late would otherwise be redelivered once more (at-least-once, not a bug)
 SLOW_TASK_TIMEOUT = 5
@@ -107,11 +109,12 @@ class Stack:
 
     # -- workers --------------------------------------------------------------------------------
 
-    def start_worker(self) -> Managed:
+    def start_worker(self, **settings: object) -> Managed:
+        """A worker of the stack's settings, ``settings`` overriding some (worker-side ones only)."""
         index = self._started
         self._started += 1
         proc = self.procs.start(f"worker-{index}", [self.python, "-m", "taskbench", "worker"],
-                                self.tmp / f"worker-{index}.log")
+                                self.tmp / f"worker-{index}.log", env=_env(settings))
         wait_until(lambda: self.client.hexists(f"{self.prefix}ready", f"worker:{proc.pid}"), 60,
                    what=f"worker-{index} ready: {proc.log_path}",
                    abort=lambda: None if proc.alive() else f"worker exited: {proc.tail()}")
@@ -177,6 +180,10 @@ class Stack:
         return self.counts(ids)
 
 
+def _env(settings: dict[str, object]) -> dict[str, str]:
+    return {f"TASKBENCH_{k.upper()}": str(v) for k, v in settings.items()}
+
+
 @contextmanager
 def open_stack(case: Case, python: str, redis_url: str, tmp: Path, **settings: object) -> Iterator[Stack]:
     """An API of ``case`` with these TASKBENCH_* settings; afterwards every process stops and the
@@ -188,7 +195,7 @@ def open_stack(case: Case, python: str, redis_url: str, tmp: Path, **settings: o
         "TASKBENCH_RUN_ID": run_id,
         "TASKBENCH_BROKER": case.broker,
         "TASKBENCH_CPU_ITERATIONS": "10000",
-        **{f"TASKBENCH_{k.upper()}": str(v) for k, v in settings.items()},
+        **_env(settings),
     }
     tmp.mkdir(parents=True, exist_ok=True)
     client = redis.Redis.from_url(redis_url)
@@ -315,7 +322,7 @@ def test_sigterm_stops_cleanly(case: Case, request: pytest.FixtureRequest) -> No
         request.applymarker(pytest.mark.xfail(reason=SIGTERM_MID_TASK_LOSES_TASKS[case.backend], strict=False))
     st: Stack = request.getfixturevalue("fault_stack")
     st.stop_workers()
-    worker = st.start_worker()
+    worker = st.start_worker(io_delay=SIGTERM_TASK)
     warm = _ids("p", 2)
     st.post_many(warm, "cpu/process")  # starts the process pool
     assert st.wait_executed(warm) == dict.fromkeys(warm, 1)
