@@ -8,13 +8,16 @@ registry too. Processes run in the backend's own environment, exactly as in a be
 
 A case's processes are shared where a test needs no fresh ones: the tests that run with the default
 settings use one API (and the workers the previous test left running), the two fault tests another
-API with a slow task; each test checks only its own task ids in the shared ledger. A broker server
-that is not reachable (RabbitMQ, NATS) skips its cases with the reason.
+API with a slow task, both APIs started (and stopped) side by side; each test checks only its own
+task ids in the shared ledger. A broker server
+that is not reachable (RabbitMQ 127.0.0.1:5672, NATS 127.0.0.1:4222, or ``TASKBENCH_TEST_RABBITMQ_URL``
+/ ``TASKBENCH_TEST_NATS_URL``) skips its cases with the reason.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import json
 import os
@@ -54,6 +57,8 @@ class Case:
 
     backend: str
     broker: str
+    #: the broker's URL when not the local default (``TASKBENCH_TEST_RABBITMQ_URL``, ``..._NATS_URL``)
+    broker_url: str | None = None
 
     @property
     def id(self) -> str:
@@ -195,6 +200,7 @@ def open_stack(case: Case, python: str, redis_url: str, tmp: Path, **settings: o
         "TASKBENCH_RUN_ID": run_id,
         "TASKBENCH_BROKER": case.broker,
         "TASKBENCH_CPU_ITERATIONS": "10000",
+        **({"TASKBENCH_BROKER_URL": case.broker_url} if case.broker_url else {}),
         **_env(settings),
     }
     tmp.mkdir(parents=True, exist_ok=True)
@@ -227,10 +233,12 @@ def open_stack(case: Case, python: str, redis_url: str, tmp: Path, **settings: o
 def case(request: pytest.FixtureRequest) -> Case:
     selected: Case = request.param
     if selected.broker != "redis":
+        url = os.environ.get(f"TASKBENCH_TEST_{selected.broker.upper()}_URL")
         try:
-            check_broker(selected.broker, DEFAULT_BROKER_URLS[selected.broker], timeout=2.0)
+            check_broker(selected.broker, url or DEFAULT_BROKER_URLS[selected.broker], timeout=2.0)
         except HarnessError as exc:
             pytest.skip(f"{selected.id}: {exc}")
+        selected = dataclasses.replace(selected, broker_url=url)
     return selected
 
 
@@ -239,22 +247,55 @@ def python(case: Case) -> str:
     return str(ensure_env(case.meta.extra, quiet=True))
 
 
-@pytest.fixture(scope="module")
-def stack(case: Case, python: str, redis_url: str,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """The case's API with the default settings, shared by the tests that need nothing else."""
-    with open_stack(case, python, redis_url, tmp_path_factory.mktemp(f"{case.id}-default")) as st:
-        yield st
+@contextmanager
+def open_stacks(case: Case, python: str, redis_url: str, tmp: Path,
+                specs: dict[str, dict[str, object]]) -> Iterator[dict[str, Stack]]:
+    """Several stacks of one case (name -> settings), started side by side and stopped side by side."""
+    managers = {name: open_stack(case, python, redis_url, tmp / name, **settings)
+                for name, settings in specs.items()}
+    opened: dict[str, Stack] = {}
+    failures: list[BaseException] = []
+    with ThreadPoolExecutor(len(managers)) as pool:
+        futures = {name: pool.submit(cm.__enter__) for name, cm in managers.items()}
+        for name, future in futures.items():
+            try:
+                opened[name] = future.result()
+            except BaseException as exc:  # the others are still closed below
+                failures.append(exc)
+
+    def close(name: str) -> None:
+        managers[name].__exit__(None, None, None)
+
+    try:
+        if failures:
+            raise failures[0]
+        yield opened
+    finally:
+        with ThreadPoolExecutor(max(1, len(opened))) as pool:
+            list(pool.map(close, opened))
 
 
 @pytest.fixture(scope="module")
-def fault_stack(case: Case, python: str, redis_url: str,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """The case's API for the SIGTERM and SIGKILL tests: a slow task, a process pool of two."""
-    with open_stack(case, python, redis_url, tmp_path_factory.mktemp(f"{case.id}-faults"),
-                    io_delay=SLOW_TASK, task_timeout=SLOW_TASK_TIMEOUT, shutdown_timeout=5,
-                    processes=2) as st:
-        yield st
+def stacks(case: Case, python: str, redis_url: str,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack]]:
+    """The case's APIs: ``default`` settings, shared by the tests that need nothing else, and
+    ``faults`` for the SIGTERM and SIGKILL tests (a slow task, a process pool of two)."""
+    specs: dict[str, dict[str, object]] = {"default": {}}
+    if case.meta.has_worker:
+        specs["faults"] = {"io_delay": SLOW_TASK, "task_timeout": SLOW_TASK_TIMEOUT,
+                           "shutdown_timeout": 5, "processes": 2}
+    with open_stacks(case, python, redis_url, tmp_path_factory.mktemp(case.id), specs) as opened:
+        yield opened
+
+
+@pytest.fixture
+def stack(stacks: dict[str, Stack]) -> Stack:
+    return stacks["default"]
+
+
+@pytest.fixture
+def fault_stack(stacks: dict[str, Stack]) -> Stack:
+    return stacks["faults"]
 
 
 def _ids(prefix: str, n: int) -> list[str]:
@@ -341,7 +382,7 @@ def test_sigterm_stops_cleanly(case: Case, request: pytest.FixtureRequest) -> No
     unfinished = [t for t in ids if t not in counts]
     if unfinished:  # returned to the queue: a new worker must run them (within the task timeout)
         st.start_worker()
-        counts = st.wait_executed(ids, timeout=6 * SLOW_TASK_TIMEOUT)
+        counts = st.wait_executed(ids, timeout=3 * SLOW_TASK_TIMEOUT)
     assert counts == dict.fromkeys(ids, 1), counts
 
 
