@@ -38,9 +38,10 @@ import redis
 from taskbench import backends
 from taskbench.harness import HarnessError
 from taskbench.harness.envs import ensure_env
-from taskbench.harness.processes import Managed, ProcessSet
+from taskbench.harness.processes import Managed
 from taskbench.harness.redis_server import check_broker
 from taskbench.harness.scrape import scrape
+from taskbench.harness.stack import Stack as Processes
 from taskbench.ledger import Ledger
 from taskbench.messages import WORKLOADS
 from taskbench.settings import DEFAULT_BROKER_URLS
@@ -105,7 +106,7 @@ class Stack:
         self.env = env
         self.tmp = tmp
         self.port = port
-        self.procs = ProcessSet({**os.environ, **env}, stop_timeout=15)
+        self.procs = Processes({**os.environ, **env}, name=env["TASKBENCH_RUN_ID"], stop_timeout=15)
         self.prefix = f"taskbench:{env['TASKBENCH_RUN_ID']}:"
         self.ledger = Ledger(self.prefix)
         self.client = redis.Redis.from_url(env["TASKBENCH_REDIS_URL"])
@@ -211,7 +212,7 @@ def open_stack(case: Case, python: str, redis_url: str, tmp: Path, **settings: o
             try:
                 yield st
             finally:
-                st.procs.stop_all()
+                st.procs.stop()
                 st.client.close()
     finally:
         # after every process of the stack stopped, the API included: nothing can write any more
