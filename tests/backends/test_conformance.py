@@ -85,17 +85,6 @@ SIGTERM_TASK = 1.0
 #: second late would otherwise be redelivered once more (at-least-once, not a bug)
 SLOW_TASK_TIMEOUT = 5
 
-#: Known bugs the suite found, by backend: the test still runs and reports XFAIL (XPASS once fixed);
-#: remove the entry with the fix.
-SIGTERM_MID_TASK_LOSES_TASKS: dict[str, str] = {
-    "celery": (
-        "a SIGTERM while tasks run: Celery's worker thread returns before the threads pool finished, "
-        "run_worker returns, asyncio cancels the running coroutines, the tasks fail with "
-        "CancelledError and are acked (late ack on failure): lost, not finished nor redelivered"
-    ),
-}
-
-
 class Stack:
     """The API and the workers of one case, started and stopped by the tests."""
 
@@ -360,8 +349,6 @@ def _all_running(st: Stack, worker: Managed, n: int) -> None:
 def test_sigterm_stops_cleanly(case: Case, request: pytest.FixtureRequest) -> None:
     if not case.meta.has_worker:
         pytest.skip("no worker processes")
-    if case.backend in SIGTERM_MID_TASK_LOSES_TASKS:
-        request.applymarker(pytest.mark.xfail(reason=SIGTERM_MID_TASK_LOSES_TASKS[case.backend], strict=False))
     st: Stack = request.getfixturevalue("fault_stack")
     st.stop_workers()
     worker = st.start_worker(io_delay=SIGTERM_TASK)

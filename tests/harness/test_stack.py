@@ -27,7 +27,7 @@ def test_wait_ready_names_the_process_that_died(tmp_path: Path) -> None:
 def test_wait_ready_says_what_it_waited_for(tmp_path: Path) -> None:
     with Stack(dict(os.environ), name="t-timeout") as stack:
         stack.start("api", SLEEP, tmp_path / "api.log")
-        with pytest.raises(HarnessError, match="timed out after 0.2 s waiting for the API to answer"):
+        with pytest.raises(HarnessError, match=r"timed out after 0\.2 s waiting for the API to answer"):
             stack.wait_ready(lambda: False, timeout=0.2, what="the API to answer")
 
 
