@@ -21,9 +21,25 @@ from taskbench.wait import wait_until
 from tests.helpers import assert_one_line_error, harness_cli
 
 
+def _free_block(size: int) -> int:
+    """A port whose next ``size - 1`` ports are free too (``up`` numbers its servers from it)."""
+    import socket
+
+    for _ in range(50):
+        base = free_port()
+        try:
+            for port in range(base, base + size):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError(f"no {size} consecutive free ports")
+
+
 @pytest.mark.slow
 def test_up_serves_every_url_and_stops_cleanly(redis_url: str, tmp_path: Path) -> None:
-    base = free_port()
+    base = _free_block(6)  # arq API, saq API and SAQ web, celery API and Flower
     prometheus_port = free_port()
     with harness_cli(
         ["up", "--backends", "arq,saq,celery", "--redis-url", redis_url, "--port", str(base),
@@ -31,15 +47,17 @@ def test_up_serves_every_url_and_stops_cleanly(redis_url: str, tmp_path: Path) -
     ) as proc:
         assert proc.stdout is not None
         urls: list[str] = []
+        lines: list[str] = []
         deadline = time.monotonic() + 240
         for line in proc.stdout:
+            lines.append(line)
             urls += re.findall(r"http://127\.0\.0\.1:\d+/\S*", line)
             if "Ctrl-C stops everything" in line or time.monotonic() > deadline:
                 break
         started = psutil.Process(proc.pid).children(recursive=True)
         try:
             names = {u.split("/")[-1] or "root" for u in urls}
-            assert {"docs", "metrics", "root"} <= names, urls  # APIs, their metrics, SAQ web and Flower
+            assert {"docs", "metrics", "root"} <= names, "".join(lines)  # APIs, their metrics, SAQ web, Flower
             dashboards = {f"http://127.0.0.1:{base + 2}/", f"http://127.0.0.1:{base + 4}/"}  # SAQ web, Flower
             assert dashboards <= set(urls), urls
             if find_prometheus():
