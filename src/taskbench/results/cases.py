@@ -1,0 +1,181 @@
+"""The result vocabulary, part 2: the cases (queue, http, celery) and the result file, with its schema version."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from taskbench.results.model import (
+    AuditResult,
+    CaseKind,
+    Cleanup,
+    FaultRecord,
+    LimitAsked,
+    LimitRecord,
+    Load,
+    MetricsCheck,
+    Model,
+    RepeatRun,
+    SeriesPoint,
+    Status,
+    Summary,
+)
+
+SCHEMA_VERSION = 2
+
+
+# -- cases -------------------------------------------------------------------------------------------
+
+
+class CaseBase(Model):
+    """What every case has: its identity, the row's figures, its status and why."""
+
+    kind: CaseKind
+    #: scenario cases: the case number, its label, its parameters and the article's figures
+    index: int | None = None
+    label: str | None = None
+    params: dict[str, Any] = {}
+    article: dict[str, float | str] | None = None
+    limits_asked: dict[str, LimitAsked] = {}
+    limits: dict[str, LimitRecord] = {}
+    summary: Summary = Summary()
+    status: Status = "failed"
+    failures: list[str] = []
+    exit_codes: dict[str, int | None] = {}
+    repeats: list[RepeatRun] = []
+    logs: str | None = None
+
+    @property
+    def name(self) -> str:
+        """What a table calls the row."""
+        return self.label or f"case {self.index}"
+
+    @property
+    def errors_expected(self) -> bool:
+        """Failed requests are a figure of this case, not a failure: a scenario measures them."""
+        return self.index is not None
+
+
+class QueueCase(CaseBase):
+    """One backend under one configuration: load through the API, drain, audit of the ledger."""
+
+    kind: Literal["queue"] = "queue"
+    backend: str
+    broker: str = "redis"
+    workload: str = "io/simple"
+    enqueue_mode: str = "awaited"
+    durable: bool = True
+    has_worker: bool = True
+    workers: int = 0
+    concurrency: int = 0
+    run_id: str = ""
+    placement: dict[str, list[int] | None] = {}
+    fault: FaultRecord | None = None
+    fault_limits: dict[str, LimitRecord] = {}
+    metrics: MetricsCheck | None = None
+    cleanup: Cleanup | None = None
+    load: Load | None = None
+    audit: AuditResult | None = None
+
+    @property
+    def name(self) -> str:
+        return self.label or self.backend
+
+    @property
+    def errors_expected(self) -> bool:
+        """Also when an injected fault had the API down: those failed requests are the fault's cost."""
+        return super().errors_expected or (self.fault is not None and self.fault.injected)
+
+
+class HttpCase(CaseBase):
+    """One server and app variant under HTTP load: no queue, no ledger."""
+
+    kind: Literal["http"] = "http"
+    server_argv: list[str] = []
+    load: Load | None = None
+    series: list[SeriesPoint] = []
+
+
+class CeleryCase(CaseBase):
+    """Celery workers with one execution pool, fed by a probe that enqueues and waits."""
+
+    kind: Literal["celery"] = "celery"
+    worker_argv: list[list[str]] = []
+    probe: dict[str, Any] = {}
+
+
+Case = Annotated[QueueCase | HttpCase | CeleryCase, Field(discriminator="kind")]
+
+
+def passed(case: CaseBase) -> bool:
+    """The one rule for a case's exit status.
+
+    ``ok`` passes and ``failed`` (a lost or duplicated task, a drain timeout, a dead process) fails;
+    ``errors`` (every accepted task ran once, but some requests got no 2xx) passes only where failed
+    requests are what the case measures: a scenario's case, or a run with an injected fault.
+    """
+    return case.status == "ok" or (case.status == "errors" and case.errors_expected)
+
+
+# -- the whole result --------------------------------------------------------------------------------
+
+
+class Calibration(Model):
+    task: str
+    best_of: int
+    cpu_ms: float
+
+
+class Machine(Model):
+    hostname: str = ""
+    system: str = ""
+    machine: str = ""
+    cpu_model: str = ""
+    logical_cpus: int | None = None
+    usable_cpus: list[int] | None = None
+    memory_bytes: int | None = None
+    python: str = ""
+    implementation: str = ""
+    cpu_calibration: Calibration | None = None
+
+
+class Commit(Model):
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool | None = None
+
+
+class ScenarioInfo(Model):
+    name: str
+    description: str
+    kind: CaseKind
+    file: str
+    seed: str | None = None
+    article: dict[str, Any] = {}
+    varying: list[str] = []
+
+
+class Result(Model):
+    """One result file: what ran (config or scenario), where, from which commit, and every case."""
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["run", "scenario"]
+    run_id: str
+    created: str
+    finished: str | None = None
+    command: list[str] = []
+    #: a run's parameters (``taskbench run``); None for a scenario, whose cases carry theirs
+    config: dict[str, Any] | None = None
+    scenario: ScenarioInfo | None = None
+    environments: dict[str, dict[str, Any]] = {}
+    redis: dict[str, Any] | None = None
+    machine: Machine = Machine()
+    commit: Commit = Commit()
+    cases: list[Case] = []
+
+    def passed(self) -> bool:
+        return all(passed(case) for case in self.cases)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=1)

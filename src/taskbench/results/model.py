@@ -1,0 +1,263 @@
+"""The result vocabulary, part 1: the records a case is made of (load, audit, limits, fault, summary).
+
+The harness builds these, the renderers (terminal table, scenario table, markdown) read them, and
+nothing passes results around as ``dict[str, Any]``. Every model forbids unknown fields, so a renamed
+figure fails where it is written, not when a report renders. The cases and the whole result are in
+:mod:`taskbench.results.cases`; files of older schemas are converted by :mod:`taskbench.results.migrate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Status = Literal["ok", "errors", "failed"]
+CaseKind = Literal["queue", "http", "celery"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# -- what the load generator saw -----------------------------------------------------------------
+
+
+class Percentiles(Model):
+    """Milliseconds, from an HDR histogram."""
+
+    p50: float = 0.0
+    p90: float = 0.0
+    p95: float = 0.0
+    p99: float = 0.0
+    p99_9: float = 0.0
+    max: float = 0.0
+    mean: float = 0.0
+    count: float = 0.0
+
+
+class HistogramData(Model):
+    """An HDR histogram in microseconds: ``[bucket key, count]`` pairs (see :mod:`taskbench.histogram`)."""
+
+    buckets: list[tuple[int, int]] = []
+    count: int = 0
+    total: int = 0
+    min: int = 0
+    max: int = 0
+
+
+class Second(Model):
+    """One second of the load: responses (any status), 2xx, failures, users active."""
+
+    t: int
+    completed: int = 0
+    ok: int = 0
+    errors: int = 0
+    users: int = 0
+
+
+class DriverCpu(Model):
+    cpu_s: float
+    wall_s: float
+    utilization: float
+
+
+class Load(Model):
+    """The driver's account of one load phase (merged over its processes)."""
+
+    model: str = "closed"
+    requests: int = 0
+    completed: int = 0
+    ok: int = 0
+    errors: dict[str, int] = {}
+    elapsed_s: float = 0.0
+    rps: float = 0.0
+    latency: HistogramData = HistogramData()
+    latency_ms: Percentiles = Percentiles()
+    per_second: list[Second] = []
+    cpu: list[DriverCpu] = []
+    max_utilization: float = 0.0
+    saturated: bool = False
+    saturation_reason: str | None = None
+    intended: int = 0
+    late: int = 0
+    unsent: int = 0
+    first_send: float = 0.0
+    last_response: float = 0.0
+    #: up to 20 ids that got no 2xx, with the reason
+    failed_ids_sample: dict[str, str] = {}
+
+
+# -- what the ledger says ---------------------------------------------------------------------------
+
+
+class AuditResult(Model):
+    """What happened to the accepted tasks of one case."""
+
+    accepted: int
+    executed: int
+    lost: int
+    duplicated: int
+    extra_executions: int = 0
+    late: int = 0
+    unacknowledged: int = 0
+    first_start: float | None = None
+    last_finish: float | None = None
+    end_to_end_ms: Percentiles = Percentiles()
+    queue_wait_ms: Percentiles = Percentiles()
+    end_to_end_histogram: HistogramData = HistogramData()
+    lost_ids: list[str] = []
+    duplicated_ids: list[str] = []
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0
+
+
+# -- limits, faults, metrics, cleanup ---------------------------------------------------------------
+
+
+class LimitStats(Model):
+    """What the cgroup saw (what ``docker stats`` would show), and the CPU the component used."""
+
+    nr_periods: int | None = None
+    nr_throttled: int | None = None
+    throttled_s: float | None = None
+    cpu_s: float | None = None
+    wall_s: float | None = None
+    memory_peak_bytes: int | None = None
+    memory_failcnt: int | None = None
+    oom_kills: int | None = None
+
+
+class LimitRecord(Model):
+    """A component's CPU/memory limit: asked, how it was applied, and the CPU share used under load."""
+
+    component: str
+    cpu: float | None = None
+    memory_mb: int | None = None
+    applied: bool = False
+    method: str | None = None  # cgroup-v2, cgroup-v1, pinning, none, none asked
+    notes: list[str] = []
+    paths: list[str] = []
+    pids: list[int] = []
+    #: share of one CPU the component used while the load ran
+    load_cpu: float | None = None
+    stats: LimitStats = LimitStats()
+
+
+class LimitAsked(Model):
+    cpu: float | None = None
+    memory_mb: int | None = None
+
+
+class FaultRecord(Model):
+    """An injected fault and what it cost (times in seconds after the fault)."""
+
+    fault: str
+    target: str = ""
+    injected: bool = False
+    note: str | None = None
+    error: str | None = None
+    at: float | None = None
+    killed_pid: int | None = None
+    killed_exit_code: int | None = None
+    restarted_pid: int | None = None
+    ready_after_s: float | None = None
+    #: None while injected means "never" (the rate did not come back)
+    accepting_again_s: float | None = None
+    executing_again_s: float | None = None
+
+
+class MetricsCheck(Model):
+    """The processes' own counters against the ledger: succeeded must equal executions."""
+
+    components: dict[str, dict[str, float | str]] = {}
+    totals: dict[str, float] = {}
+    ledger_executions: int = 0
+    match: bool = False
+    errors: list[str] = []
+    note: str | None = None
+
+
+class Cleanup(Model):
+    kept: bool = False
+    prefix: str | None = None
+    patterns: list[str] = []
+    deleted_keys: int | None = None
+    purge: str | None = None
+
+
+# -- the figures of a row ---------------------------------------------------------------------------
+
+
+class Spread(Model):
+    """A case run several times: the row is the median run by ``figure``; these are the extremes."""
+
+    runs: int
+    figure: str
+    min: float
+    max: float
+
+
+class Summary(Model):
+    """The figures a table shows for one case; which ones are set depends on the case's kind."""
+
+    # load (queue and http)
+    requests: int | None = None
+    rps: float | None = None
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    errors_pct: float | None = None
+    driver_cpu_pct: float | None = None
+    driver_saturated: bool = False
+    # queue: the audit
+    time_to_run_all_s: float | None = None
+    accepted: int | None = None
+    executed: int | None = None
+    lost: int | None = None
+    duplicated: int | None = None
+    late: int | None = None
+    e2e_p95_ms: float | None = None
+    # queue: an injected fault
+    fault: str | None = None
+    restart_ready_s: float | None = None
+    accepting_again_s: float | None = None
+    executing_again_s: float | None = None
+    # http
+    concurrency: float | None = None
+    server_processes_seen: int | None = None
+    server_cpu_s: float | None = None
+    max_users: int | None = None
+    peak_rps: float | None = None
+    # celery
+    tasks: int | None = None
+    elapsed_s: float | None = None
+    tasks_per_s: float | None = None
+    cpu_s: float | None = None
+    max_parallel: int | None = None
+    # repeated cases
+    spread: Spread | None = None
+
+    def figure(self, name: str) -> Any:
+        """A figure by its field name (columns are declared by name and checked against the fields)."""
+        if name not in Summary.model_fields:
+            raise KeyError(f"no figure {name!r} in a summary")
+        return getattr(self, name)
+
+
+class RepeatRun(Model):
+    summary: Summary
+    status: Status
+
+
+class SeriesPoint(Model):
+    """HTTP cases: one second of the load (users, responses, failures)."""
+
+    t: int
+    users: int
+    rps: int
+    errors: int
+
+
