@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Body, FastAPI, HTTPException
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.exceptions import RequestValidationError
 
 from taskbench import backends
 from taskbench.messages import WORKLOADS, TaskMessage
 from taskbench.service.limits import BodySizeLimit
+from taskbench.service.messages import TASK_RESPONSES, Accepted, TaskIn, validation_error
 from taskbench.service.store import StoreDep, open_store
 from taskbench.settings import Settings
 
@@ -22,36 +22,12 @@ log = logging.getLogger("taskbench.service")
 router = APIRouter()
 
 
-class TaskIn(BaseModel):
-    """Body of ``POST /api/v1/incr/...``; every field has a default, so ``{}`` is a valid task."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    value: int = Field(default=1, ge=1, le=1_000_000, description="added to the run's counter")
-    task_id: str = Field(
-        default_factory=lambda: uuid.uuid4().hex,
-        pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
-        description="unique per run; the ledger audits by it",
-    )
-    enqueued_at: float | None = Field(
-        default=None, ge=0, description="unix seconds; defaults to the time the API received it"
-    )
-
-
-class Accepted(BaseModel):
-    status: str
-    task_id: str
-    backend: str
-    mode: str
-    durable: bool
-
-
 @router.get("/health")
 async def health(store: StoreDep) -> dict[str, Any]:
     return {"status": "ok", "backend": store.settings.backend, "run_id": store.settings.run_id}
 
 
-@router.post("/api/v1/incr/{kind}/{mode}/{backend}", status_code=202)
+@router.post("/api/v1/incr/{kind}/{mode}/{backend}", status_code=202, responses=TASK_RESPONSES)
 async def incr(
     kind: str,
     mode: str,
@@ -110,7 +86,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         async with open_store(settings) as store:
             yield {"store": store}
 
-    app = FastAPI(title="taskbench reference service", lifespan=lifespan)
+    # redirect_slashes off: Starlette's trailing-slash redirect echoes the Host header (a 307 to
+    # http://evil.example/...); an unknown path is a plain 404
+    app = FastAPI(title="taskbench reference service", lifespan=lifespan, redirect_slashes=False)
+    app.add_exception_handler(RequestValidationError, validation_error)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     from taskbench.service.monitoring import instrument
