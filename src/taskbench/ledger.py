@@ -7,15 +7,24 @@ Layout (``P`` is the run prefix, ``taskbench:<run_id>:``):
 
 One pipelined round trip per task keeps the ledger's cost on a worker small. A run deletes only
 keys under its own prefix; nothing here flushes a database.
+
+Reading and auditing never raise on what the ledger holds: a count that is not a positive integer,
+a time row that is not three finite, plausible unix times, a key that is not a task id, a row of one
+hash without its row in the other, or a ledger key of the wrong type is *corrupt*. The audit leaves a
+corrupt id out of every other figure, counts it, lists a sample with what is wrong, and a run with
+any corrupt row is not ok: its proof is damaged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from taskbench.histogram import Histogram
+from taskbench.messages import TASK_ID_PATTERN
 from taskbench.results.model import AuditResult
 
 if TYPE_CHECKING:
@@ -23,6 +32,11 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
 SAMPLE = 20  # how many ids of each anomaly the audit lists
+#: a plausible time (unix seconds): beyond it a row is corrupt, and µs differences stay far from overflow
+LATEST_TIME: Final = 1e11
+_TASK_ID = re.compile(TASK_ID_PATTERN)
+#: the key under which a ledger hash that cannot be read is reported
+WHOLE_HASH = "*"
 
 
 class Ledger:
@@ -78,17 +92,120 @@ class Ledger:
             absent += [t for t, v in zip(chunk, client.hmget(self.count_key, chunk), strict=True) if v is None]
         return absent
 
+    def rows(self, client: redis.Redis) -> Rows:
+        """Everything the ledger holds, sorted into valid rows and corrupt ones (never raises on content)."""
+        raw_counts, corrupt = self._hash(client, self.count_key)
+        raw_times, corrupt_times = self._hash(client, self.times_key)
+        found = sort_rows(raw_counts, raw_times)
+        found.corrupt.update(corrupt)
+        found.corrupt.update(corrupt_times)
+        return found
+
     def read(self, client: redis.Redis) -> tuple[dict[str, int], dict[str, tuple[float, ...]]]:
-        counts = {_s(k): int(v) for k, v in client.hscan_iter(self.count_key, count=10_000)}
-        times = {
-            _s(k): tuple(float(x) for x in _s(v).split())
-            for k, v in client.hscan_iter(self.times_key, count=10_000)
-        }
-        return counts, times
+        """The valid rows only: counts by id, (enqueued, started, finished) by id."""
+        found = self.rows(client)
+        return found.counts, dict(found.times)
+
+    @staticmethod
+    def _hash(client: redis.Redis, key: str) -> tuple[dict[Any, Any], dict[str, str]]:
+        import redis as redis_lib
+
+        try:
+            return dict(client.hscan_iter(key, count=10_000)), {}
+        except redis_lib.ResponseError as exc:  # WRONGTYPE: someone wrote something else there
+            return {}, {f"{WHOLE_HASH}{key}": f"unreadable: {exc}"}
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+@dataclass(kw_only=True)
+class Rows:
+    """The ledger's content: valid counts and times by task id, and what is wrong with the rest."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    times: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    corrupt: dict[str, str] = field(default_factory=dict)
+
+
+def sort_rows(raw_counts: Mapping[Any, Any], raw_times: Mapping[Any, Any]) -> Rows:
+    """Valid rows and corrupt ones from two hashes' content as read (bytes or str), or as built in
+    Python (ints, tuples of floats). An id is corrupt when its count or its times are malformed,
+    when it is not a task id, or when one hash has a row for it and the other has not."""
+    out = Rows()
+    counts: dict[str, int] = {}
+    times: dict[str, tuple[float, float, float]] = {}
+    for key, value in raw_counts.items():
+        task_id, problem = _task_id(key)
+        count = _count(value)
+        if problem is None and count is None:
+            problem = f"count {_show(value)} is not a positive integer"
+        if problem is not None:
+            out.corrupt[task_id] = problem
+        elif count is not None:
+            counts[task_id] = count
+    for key, value in raw_times.items():
+        task_id, problem = _task_id(key)
+        row = _times_row(value)
+        if problem is None and row is None:
+            problem = f"times {_show(value)} are not three finite unix times"
+        if problem is not None:
+            out.corrupt.setdefault(task_id, problem)
+        elif row is not None:
+            times[task_id] = row
+    for task_id in counts.keys() - times.keys() - out.corrupt.keys():
+        out.corrupt[task_id] = "a count without times"
+    for task_id in times.keys() - counts.keys() - out.corrupt.keys():
+        out.corrupt[task_id] = "times without a count"
+    out.counts = {t: n for t, n in counts.items() if t not in out.corrupt}
+    out.times = {t: row for t, row in times.items() if t not in out.corrupt}
+    return out
+
+
+def _show(value: Any) -> str:
+    text = repr(value.decode(errors="replace") if isinstance(value, bytes) else value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _task_id(key: Any) -> tuple[str, str | None]:
+    """The id as text, and what is wrong with it (None: it is a task id)."""
+    if isinstance(key, bytes):
+        try:
+            text = key.decode()
+        except UnicodeDecodeError:
+            return key.decode(errors="replace")[:64], "key is not UTF-8"
+    else:
+        text = str(key)
+    if not _TASK_ID.match(text):
+        return text[:64], "key is not a task id"
+    return text, None
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    if isinstance(value, str):
+        value = int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
+
+
+def _times_row(value: Any) -> tuple[float, float, float] | None:
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    parts = value.split() if isinstance(value, str) else value
+    if not isinstance(parts, list | tuple) or len(parts) != 3:
+        return None
+    row: list[float] = []
+    for part in parts:
+        if isinstance(part, bool) or not isinstance(part, str | int | float):
+            return None
+        try:
+            number = float(part)
+        except (ValueError, OverflowError):
+            return None
+        if not (math.isfinite(number) and 0.0 <= number <= LATEST_TIME):
+            return None
+        row.append(number)
+    return row[0], row[1], row[2]
 
 
 @dataclass(kw_only=True)
@@ -108,10 +225,12 @@ class Audit:
     queue_wait: Histogram = field(default_factory=Histogram)  # enqueue -> start, µs
     lost_ids: list[str] = field(default_factory=list)
     duplicated_ids: list[str] = field(default_factory=list)
+    corrupt: int = 0  # ledger rows that are not a valid record, left out of every other figure
+    corrupt_ids: dict[str, str] = field(default_factory=dict)  # a sample: id -> what is wrong
 
     @property
     def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0
+        return self.lost == 0 and self.duplicated == 0 and self.corrupt == 0
 
     def to_model(self) -> AuditResult:
         return AuditResult.model_validate(self.to_dict())
@@ -132,25 +251,36 @@ class Audit:
             "end_to_end_histogram": self.end_to_end.to_dict(),
             "lost_ids": self.lost_ids,
             "duplicated_ids": self.duplicated_ids,
+            "corrupt": self.corrupt,
+            "corrupt_ids": self.corrupt_ids,
         }
 
 
 def audit(
     accepted_ids: Iterable[str],
-    counts: dict[str, int],
-    times: dict[str, tuple[float, ...]],
+    counts: Mapping[Any, Any],
+    times: Mapping[Any, Any],
     *,
     deadline: float | None = None,
     ignore_prefix: str | None = None,
+    corrupt: Mapping[str, str] | None = None,
 ) -> Audit:
     """Compare the ids the driver saw accepted with the ledger's records.
 
-    ``ignore_prefix`` leaves out ids of another phase (the warm-up) on both sides.
+    ``counts`` and ``times`` may hold anything (as :meth:`Ledger.read` returns them, or raw): what
+    is not a valid row is corrupt, as are the ids of ``corrupt`` (:attr:`Rows.corrupt`). A corrupt
+    id is neither executed, lost nor duplicated. ``ignore_prefix`` leaves out ids of another phase
+    (the warm-up) on every side.
     """
+    rows = sort_rows(counts, times)
+    bad = {**rows.corrupt, **(corrupt or {})}
     accepted = set(accepted_ids)
+    counts = rows.counts
     if ignore_prefix:
         accepted = {t for t in accepted if not t.startswith(ignore_prefix)}
         counts = {t: n for t, n in counts.items() if not t.startswith(ignore_prefix)}
+        bad = {t: why for t, why in bad.items() if not t.startswith(ignore_prefix)}
+    accepted -= bad.keys()
     lost = sorted(accepted.difference(counts))
     dups = sorted(t for t, n in counts.items() if n > 1)
     result = Audit(
@@ -165,10 +295,12 @@ def audit(
         last_finish=None,
         lost_ids=lost[:SAMPLE],
         duplicated_ids=dups[:SAMPLE],
+        corrupt=len(bad),
+        corrupt_ids={t: bad[t] for t in sorted(bad)[:SAMPLE]},
     )
     starts: list[float] = []
     finishes: list[float] = []
-    for enq, start, fin in _rows(counts, times):
+    for enq, start, fin in _rows(counts, rows.times):
         starts.append(start)
         finishes.append(fin)
         result.end_to_end.record(max(0, round((fin - enq) * 1e6)))
@@ -182,9 +314,9 @@ def audit(
 
 
 def _rows(
-    counts: dict[str, int], times: dict[str, tuple[float, ...]]
+    counts: dict[str, int], times: dict[str, tuple[float, float, float]]
 ) -> Iterator[tuple[float, float, float]]:
     for task_id in counts:
         row = times.get(task_id)
-        if row is not None and len(row) == 3:
-            yield row[0], row[1], row[2]
+        if row is not None:
+            yield row

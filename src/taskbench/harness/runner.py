@@ -156,9 +156,10 @@ class Runner:
                 failures += drained.failures
                 if not drained.drained:
                     time.sleep(cfg.late_grace)  # a straggler finishing now is counted late, not lost
-                counts, times = ledger.read(client)
+                rows = ledger.rows(client)
+                counts, times = rows.counts, rows.times
                 report = audit(load.accepted_ids, counts, times, deadline=drained.deadline,
-                               ignore_prefix=WARMUP_PREFIX).to_model()
+                               ignore_prefix=WARMUP_PREFIX, corrupt=rows.corrupt).to_model()
                 if case.fault is not None:
                     case.fault = summarize(case.fault, times)
                 case.metrics, metric_failures = check_metrics(client, settings, port, sum(counts.values()),

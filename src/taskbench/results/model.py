@@ -108,10 +108,14 @@ class AuditResult(Model):
     end_to_end_histogram: HistogramData = HistogramData()
     lost_ids: list[str] = []
     duplicated_ids: list[str] = []
+    #: ledger rows that are not a valid record (left out of every other figure), and a sample of
+    #: them: id -> what is wrong
+    corrupt: int = 0
+    corrupt_ids: dict[str, str] = {}
 
     @property
     def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0
+        return self.lost == 0 and self.duplicated == 0 and self.corrupt == 0
 
 
 # -- limits, faults, metrics, cleanup ---------------------------------------------------------------

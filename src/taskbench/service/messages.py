@@ -18,6 +18,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from taskbench.messages import TASK_ID_PATTERN
+
 #: unix seconds: 2000-01-01 and 2100-01-01 UTC, the range ``enqueued_at`` must be in
 EARLIEST: Final = 946_684_800.0
 LATEST: Final = 4_102_444_800.0
@@ -42,7 +44,7 @@ class TaskIn(BaseModel):
     value: WholeNumber = Field(default=1, ge=1, le=1_000_000, description="added to the run's counter")
     task_id: str = Field(
         default_factory=lambda: uuid.uuid4().hex,
-        pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
+        pattern=TASK_ID_PATTERN,
         description="unique per run; the ledger audits by it",
     )
     enqueued_at: float | None = Field(
