@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 import redis
 import redis.asyncio as aioredis
 
@@ -152,3 +153,20 @@ def test_audit_takes_raw_values_and_wrong_types(client: redis.Redis, run_id: str
     assert list(rows.corrupt) == [f"*{ledger.count_key}"]
     assert "unreadable" in rows.corrupt[f"*{ledger.count_key}"]
     assert not audit([], rows.counts, rows.times, corrupt=rows.corrupt).ok
+
+
+def test_jepsen_queue_categories() -> None:
+    t = (1e9, 1e9, 1e9 + 1)
+    counts = {"a": 1, "b": 1, "c": 2, "x": 1, "y": 1, "w1": 3}
+    times = {k: t for k in counts}
+    # sent: a b c d accepted; e f failed (503, timeout); x ran after its 503; y was never sent
+    report = audit(["a", "b", "c", "d", "w0"], counts, times, failed_ids=["e", "f", "x", "w1"],
+                   ignore_prefix="w")
+    cats = report.to_model().categories
+    assert (cats.attempted, cats.ok, cats.lost, cats.duplicated, cats.unexpected, cats.recovered) == (
+        7, 2, 1, 1, 2, 1)
+    assert cats.ok_frac == pytest.approx(2 / 7) and cats.unexpected_frac == pytest.approx(2 / 7)
+    assert cats.lost_frac == pytest.approx(1 / 7) and cats.duplicated_frac == pytest.approx(1 / 7)
+    assert cats.unexpected_ids == ["x", "y"]
+    empty = audit([], {}, {}).to_model().categories
+    assert (empty.attempted, empty.ok_frac, empty.unexpected) == (0, 0.0, 0)

@@ -218,7 +218,7 @@ class Audit:
     duplicated: int  # ran more than once (any task id)
     extra_executions: int  # executions beyond the first, summed
     late: int  # finished after the drain deadline
-    unacknowledged: int  # ran, but the driver saw no 2xx for it
+    unacknowledged: int  # ran, but the driver saw no 2xx for it (Jepsen's categories: "unexpected")
     first_start: float | None
     last_finish: float | None
     end_to_end: Histogram = field(default_factory=Histogram)  # enqueue -> finish, µs
@@ -227,6 +227,10 @@ class Audit:
     duplicated_ids: list[str] = field(default_factory=list)
     corrupt: int = 0  # ledger rows that are not a valid record, left out of every other figure
     corrupt_ids: dict[str, str] = field(default_factory=dict)  # a sample: id -> what is wrong
+    attempted: int = 0  # ids the driver sent: 2xx or not
+    ok_once: int = 0  # 2xx, ran exactly once (Jepsen's "ok")
+    recovered: int = 0  # ran after a non-2xx or no answer (of the unacknowledged)
+    unacknowledged_ids: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -253,7 +257,17 @@ class Audit:
             "duplicated_ids": self.duplicated_ids,
             "corrupt": self.corrupt,
             "corrupt_ids": self.corrupt_ids,
+            "categories": self.categories(),
         }
+
+    def categories(self) -> dict[str, Any]:
+        """Jepsen's queue categories, counts and fractions of the attempted ids (see ``Categories``)."""
+        base = max(1, self.attempted)
+        counts = {"ok": self.ok_once, "lost": self.lost, "duplicated": self.duplicated,
+                  "unexpected": self.unacknowledged}
+        fractions = {f"{k}_frac": (v / base if self.attempted else 0.0) for k, v in counts.items()}
+        return {"attempted": self.attempted, **counts, "recovered": self.recovered, **fractions,
+                "unexpected_ids": self.unacknowledged_ids}
 
 
 def audit(
@@ -264,13 +278,15 @@ def audit(
     deadline: float | None = None,
     ignore_prefix: str | None = None,
     corrupt: Mapping[str, str] | None = None,
+    failed_ids: Iterable[str] = (),
 ) -> Audit:
     """Compare the ids the driver saw accepted with the ledger's records.
 
     ``counts`` and ``times`` may hold anything (as :meth:`Ledger.read` returns them, or raw): what
     is not a valid row is corrupt, as are the ids of ``corrupt`` (:attr:`Rows.corrupt`). A corrupt
     id is neither executed, lost nor duplicated. ``ignore_prefix`` leaves out ids of another phase
-    (the warm-up) on every side.
+    (the warm-up) on every side. ``failed_ids`` are the ids the driver sent and got a non-2xx or no
+    answer for: with the accepted ones, the attempted ids of Jepsen's categories.
     """
     rows = sort_rows(counts, times)
     bad = {**rows.corrupt, **(corrupt or {})}
@@ -280,8 +296,13 @@ def audit(
         accepted = {t for t in accepted if not t.startswith(ignore_prefix)}
         counts = {t: n for t, n in counts.items() if not t.startswith(ignore_prefix)}
         bad = {t: why for t, why in bad.items() if not t.startswith(ignore_prefix)}
+    failed = set(failed_ids) - accepted
+    if ignore_prefix:
+        failed = {t for t in failed if not t.startswith(ignore_prefix)}
+    attempted = len(accepted | failed)
     accepted -= bad.keys()
     lost = sorted(accepted.difference(counts))
+    stray = sorted(t for t in counts if t not in accepted)
     dups = sorted(t for t, n in counts.items() if n > 1)
     result = Audit(
         accepted=len(accepted),
@@ -290,13 +311,17 @@ def audit(
         duplicated=len(dups),
         extra_executions=sum(counts[t] - 1 for t in dups),
         late=0,
-        unacknowledged=sum(1 for t in counts if t not in accepted),
+        unacknowledged=len(stray),
         first_start=None,
         last_finish=None,
         lost_ids=lost[:SAMPLE],
         duplicated_ids=dups[:SAMPLE],
         corrupt=len(bad),
         corrupt_ids={t: bad[t] for t in sorted(bad)[:SAMPLE]},
+        attempted=attempted,
+        ok_once=sum(1 for t in accepted if counts.get(t) == 1),
+        recovered=sum(1 for t in stray if t in failed),
+        unacknowledged_ids=stray[:SAMPLE],
     )
     starts: list[float] = []
     finishes: list[float] = []

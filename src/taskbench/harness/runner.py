@@ -159,7 +159,8 @@ class Runner:
                 rows = ledger.rows(client)
                 counts, times = rows.counts, rows.times
                 report = audit(load.accepted_ids, counts, times, deadline=drained.deadline,
-                               ignore_prefix=WARMUP_PREFIX, corrupt=rows.corrupt).to_model()
+                               ignore_prefix=WARMUP_PREFIX, corrupt=rows.corrupt,
+                               failed_ids=load.failed_ids).to_model()
                 if case.fault is not None:
                     case.fault = summarize(case.fault, times)
                 case.metrics, metric_failures = check_metrics(client, settings, port, sum(counts.values()),
