@@ -175,5 +175,6 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         concurrency=p["concurrency"], enqueue_mode=p["enqueue_mode"], io_delay=p["io_delay"],
         cpu_iterations=p["cpu_iterations"], redis_url=redis_url, broker=p["broker"], output=output,
         warmup=p["warmup"], drain_timeout=p["drain_timeout"], placement=Placement.parse("auto"),
-        limits=case.limits, task_timeout=p["task_timeout"], fault=Fault.parse(p["fault"]) if p["fault"] else None,
+        limits=case.limits, task_timeout=p["task_timeout"], enqueue_timeout=p["enqueue_timeout"],
+        fault=Fault.parse(p["fault"]) if p["fault"] else None,
     )

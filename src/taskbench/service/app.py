@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -14,17 +15,66 @@ from fastapi.exceptions import RequestValidationError
 from taskbench import backends
 from taskbench.messages import WORKLOADS, TaskMessage
 from taskbench.service.limits import BodySizeLimit
-from taskbench.service.messages import TASK_RESPONSES, Accepted, TaskIn, validation_error
-from taskbench.service.store import StoreDep, open_store
+from taskbench.service.messages import (
+    HEALTH_RESPONSES,
+    TASK_RESPONSES,
+    Accepted,
+    Health,
+    TaskIn,
+    validation_error,
+)
+from taskbench.service.store import Store, StoreDep, open_store
 from taskbench.settings import Settings
 
 log = logging.getLogger("taskbench.service")
 router = APIRouter()
 
 
-@router.get("/health")
-async def health(store: StoreDep) -> dict[str, Any]:
-    return {"status": "ok", "backend": store.settings.backend, "run_id": store.settings.run_id}
+#: how long /health waits for Redis to answer a PING
+HEALTH_TIMEOUT = 1.0
+
+
+@router.get("/health", responses=HEALTH_RESPONSES)
+async def health(store: StoreDep) -> Health:
+    """200 while the run's Redis (the broker of the Redis backends, the ledger of all) answers a
+    PING within :data:`HEALTH_TIMEOUT`; 503 when it does not."""
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT):
+            await store.workloads.redis.ping()
+    except TimeoutError:
+        raise HTTPException(503, f"Redis did not answer a PING within {HEALTH_TIMEOUT:g} s") from None
+    except Exception as exc:
+        raise HTTPException(503, f"Redis PING failed: {type(exc).__name__}: {exc}") from None
+    return Health(status="ok", backend=store.settings.backend, run_id=store.settings.run_id, redis="ok")
+
+
+async def enqueue_within(store: Store, task: TaskMessage, later: BackgroundTasks) -> None:
+    """The backend's enqueue, bounded by ``enqueue_timeout``; raises HTTPException(503) when it
+    fails or times out. A timeout says the outcome is unknown: the broker may hold the task (and
+    run it) although the client never hears so, which the audit counts as *unexpected*."""
+    timeout = store.settings.enqueue_timeout
+    clock = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            await store.producer.enqueue(task, later)
+    except TimeoutError:
+        store.enqueue_metrics.errors.inc()
+        log.warning("enqueue of %s timed out after %g s", task.task_id, timeout)
+        raise HTTPException(
+            503, f"enqueue of {task.task_id!r} did not finish within {timeout:g} s: the outcome is "
+                 "unknown (the broker may hold the task and run it)") from None
+    except Exception as exc:
+        store.enqueue_metrics.errors.inc()
+        log.warning("enqueue of %s failed: %r", task.task_id, exc)
+        raise HTTPException(503, f"enqueue failed: {type(exc).__name__}: {exc}") from exc
+    store.enqueue_metrics.duration.observe(time.perf_counter() - clock)
+
+
+async def _enqueue_later(store: Store, task: TaskMessage, later: BackgroundTasks) -> None:
+    try:
+        await enqueue_within(store, task, later)
+    except HTTPException as exc:  # after the response: nobody to tell but the log
+        log.warning("after-response %s", exc.detail)
 
 
 @router.post("/api/v1/incr/{kind}/{mode}/{backend}", status_code=202, responses=TASK_RESPONSES)
@@ -57,16 +107,9 @@ async def incr(
     mode_name = store.settings.enqueue_mode
     if mode_name == "after-response":
         # The seed's BackgroundTask(enqueue): the client gets 2xx before the broker has the task.
-        later.add_task(store.producer.enqueue, task, later)
+        later.add_task(_enqueue_later, store, task, later)
     else:
-        clock = time.perf_counter()
-        try:
-            await store.producer.enqueue(task, later)
-        except Exception as exc:
-            store.enqueue_metrics.errors.inc()
-            log.warning("enqueue of %s failed: %r", task.task_id, exc)
-            raise HTTPException(503, f"enqueue failed: {type(exc).__name__}: {exc}") from exc
-        store.enqueue_metrics.duration.observe(time.perf_counter() - clock)
+        await enqueue_within(store, task, later)
     return Accepted(
         status="accepted",
         task_id=task.task_id,

@@ -71,7 +71,7 @@ class Health(BaseModel):
     status: str
     backend: str
     run_id: str
-    broker: str = "ok"
+    redis: str
 
 
 #: the answers of the task route besides 202, for the OpenAPI schema (schemathesis checks them)
@@ -83,7 +83,7 @@ TASK_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
                                            "timeout (the outcome is then unknown)"},
 }
 HEALTH_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
-    503: {"model": Problem, "description": "the broker did not answer a PING in time"},
+    503: {"model": Problem, "description": "Redis did not answer a PING in time"},
 }
 
 
