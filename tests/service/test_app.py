@@ -208,3 +208,43 @@ def test_metric_labels_are_bounded(api: int) -> None:
     assert status == 200
     handlers = set(re.findall(r'^http_requests_total\{[^}]*handler="([^"]*)"', text, re.M))
     assert handlers == {"unmatched", "/api/v1/incr/{kind}/{mode}/{backend}"}
+
+
+def test_slow_header_connections_are_bounded(tmp_path: Path, redis_url: str, run_id: str,
+                                             client: redis.Redis) -> None:
+    """Slowloris: silent connections and headers trickled a byte at a time are closed at the header
+    deadline; the API keeps answering everyone else meanwhile."""
+    env = {"TASKBENCH_BACKEND": "background", "TASKBENCH_REDIS_URL": redis_url,
+           "TASKBENCH_RUN_ID": run_id, "TASKBENCH_HEADER_TIMEOUT": "1.5"}
+    with served(tmp_path, env) as port:
+        silent = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(2)]
+        slow = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(3)]
+        for sock in slow:
+            sock.sendall(f"POST {URL} HTTP/1.1\r\nHost: x\r\n".encode())
+        start = time.monotonic()
+        closed: dict[int, float] = {}
+        header = b"X-Slow: " + b"a" * 100
+        i = 0
+        while len(closed) < 5 and time.monotonic() - start < 8:
+            for n, sock in enumerate(slow):
+                if n + 2 not in closed:
+                    with suppress(OSError):
+                        sock.sendall(header[i:i + 1])  # a byte at a time, never the end of the headers
+            for n, sock in enumerate(silent + slow):
+                if n in closed:
+                    continue
+                sock.settimeout(0.01)
+                try:
+                    if sock.recv(1024) == b"":
+                        closed[n] = time.monotonic() - start
+                except TimeoutError:
+                    pass
+                except OSError:
+                    closed[n] = time.monotonic() - start
+            assert request(port, "POST", URL, "{}")[0] == 202  # everyone else is served meanwhile
+            i += 1
+            time.sleep(0.2)
+        for sock in silent + slow:
+            sock.close()
+        assert len(closed) == 5, f"still open after 8 s: {sorted(set(range(5)) - set(closed))}"
+        assert all(1.0 <= t <= 4.0 for t in closed.values()), closed
