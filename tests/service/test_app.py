@@ -204,9 +204,15 @@ def test_metric_labels_are_bounded(api: int) -> None:
         request(api, "POST", f"/made-up/{i}", "{}")
         request(api, "GET", f"/api/v1/incr/io/simple/background/{i}")
     request(api, "POST", URL, "{}")
-    status, text = request(api, "GET", "/metrics")
-    assert status == 200
-    handlers = set(re.findall(r'^http_requests_total\{[^}]*handler="([^"]*)"', text, re.M))
+    # a request is counted once its background task ran, after the response: wait for it
+    deadline = time.monotonic() + 10
+    while True:
+        status, text = request(api, "GET", "/metrics")
+        assert status == 200
+        handlers = set(re.findall(r'^http_requests_total\{[^}]*handler="([^"]*)"', text, re.M))
+        if len(handlers) > 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert handlers == {"unmatched", "/api/v1/incr/{kind}/{mode}/{backend}"}
 
 
