@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from click.testing import Result
 
 from taskbench.harness import HarnessError
 from taskbench.harness.redis_server import EmbeddedRedis, check_reachable
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With pytest-xdist, build every backend environment once, before the test processes start.
+
+    Otherwise both test processes could build the same environment at once on a fresh clone (each
+    test that needs one calls ``ensure_env``); built environments are only checked (a stamp file).
+    """
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    from taskbench import backends
+    from taskbench.harness.envs import ensure_env
+
+    for extra in dict.fromkeys([*(backends.info(name).extra for name in backends.available()), "servers"]):
+        ensure_env(extra)
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +68,50 @@ def client(redis_url: str, run_id: str) -> Iterator[redis.Redis]:
 @pytest.fixture
 def out_dir(tmp_path: Path) -> Path:
     return tmp_path / "results"
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Result]]:
+    """Run ``taskbench ARGS`` in this process (typer's CliRunner): for what needs no process boundary.
+
+    The commands export options into ``os.environ`` and ``run``/``up`` install SIGINT/SIGTERM
+    handlers; both are put back afterwards, so nothing leaks into the next test.
+    """
+    from typer.testing import CliRunner
+
+    from taskbench.cli import app
+
+    saved_env = dict(os.environ)
+    saved_handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(app, list(args), catch_exceptions=True)
+
+    try:
+        yield invoke
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for sig, handler in saved_handlers.items():
+            signal.signal(sig, handler)
+
+
+@pytest.fixture(scope="session")
+def cgroups_writable() -> str | None:
+    """None where a limit can be written to a cgroup here, else why not (for ``pytest.skip``)."""
+    import subprocess
+    import sys
+    import uuid
+
+    from taskbench.harness.cgroups import Cgroups, Limit
+
+    probe = Cgroups(f"probe-{uuid.uuid4().hex[:8]}")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        record = probe.apply("probe", [proc.pid], Limit(cpu=0.5, memory_mb=200))
+    finally:
+        proc.kill()
+        proc.wait()
+        probe.release()
+    return None if record["applied"] else "cgroups cannot be written here: " + "; ".join(record["notes"])

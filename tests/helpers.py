@@ -7,16 +7,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import psutil
+from click.testing import Result
 
 from taskbench.harness.processes import ProcessSet
 from taskbench.net import free_port
+from taskbench.wait import wait_until
 
 
 def request(port: int, method: str, path: str, body: bytes | str | None = None,
@@ -41,17 +42,14 @@ def served(tmp: Path, env: dict[str, str], python: str = sys.executable) -> Iter
     with ProcessSet({**os.environ, **env}, stop_timeout=10) as procs:
         proc = procs.start("api", [python, "-m", "taskbench", "serve", "--port", str(port)],
                            tmp / "api.log")
-        deadline = time.monotonic() + 30
-        while True:
+        def healthy() -> bool:
             try:
-                status, _ = request(port, "GET", "/health")
-                if status == 200:
-                    break
+                return request(port, "GET", "/health")[0] == 200
             except OSError:
-                pass
-            assert proc.alive(), f"API exited: {proc.tail()}"
-            assert time.monotonic() < deadline, f"API not ready: {proc.tail()}"
-            time.sleep(0.05)
+                return False
+
+        wait_until(healthy, 30, what=f"the API's /health on port {port}",
+                   abort=lambda: None if proc.alive() else f"API exited: {proc.tail()}")
         yield port
 
 
@@ -83,3 +81,11 @@ def harness_cli(args: list[str], **popen: Any) -> Iterator[subprocess.Popen[str]
                     child.kill()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def assert_one_line_error(result: Result, message: str, code: int = 2) -> None:
+    """The command failed with ``code`` and a message, not an unhandled exception."""
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
+    assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

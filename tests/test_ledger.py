@@ -170,3 +170,14 @@ def test_jepsen_queue_categories() -> None:
     assert cats.unexpected_ids == ["x", "y"]
     empty = audit([], {}, {}).to_model().categories
     assert (empty.attempted, empty.ok_frac, empty.unexpected) == (0, 0.0, 0)
+
+
+def test_executed_per_second_is_the_drain_as_a_curve() -> None:
+    from taskbench.ledger import audit
+
+    start = 1000.0
+    times = {f"t{i}": (start, start + 0.1, start + fin) for i, fin in enumerate([0.2, 0.5, 1.5, 3.9, -0.1])}
+    counts = dict.fromkeys(times, 1)
+    result = audit(list(times), counts, times, start=start).to_model()
+    assert result.executed_per_second == [3, 1, 0, 1]
+    assert audit(list(times), counts, times).to_model().executed_per_second == []

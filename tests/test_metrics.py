@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from taskbench.harness.scrape import scrape
 from taskbench.ledger import Ledger
 from taskbench.metrics import exposition_registry, task_metrics
 from taskbench.net import free_port
+from taskbench.wait import wait_until
 from tests.helpers import request
 
 
@@ -31,8 +31,11 @@ def test_task_metrics_follow_the_naming_guide() -> None:
     assert {"taskbench_tasks_started_total", "taskbench_tasks_succeeded_total",
             "taskbench_task_duration_seconds_bucket", "taskbench_task_queue_wait_seconds_count",
             "taskbench_task_end_to_end_seconds_sum", "taskbench_tasks_in_progress"} <= names
-    line = next(x for x in text.splitlines() if x.startswith("taskbench_tasks_started_total{"))
-    assert 'backend="unit-test"' in line and 'task="io/simple"' in line and 'queue="default"' in line
+    # other tests in this process may have counted tasks of other backends: pick this test's series
+    lines = [x for x in text.splitlines()
+             if x.startswith("taskbench_tasks_started_total{") and 'backend="unit-test"' in x]
+    assert len(lines) == 1, text
+    assert 'task="io/simple"' in lines[0] and 'queue="default"' in lines[0]
     assert "task_id" not in text
     assert all(n.startswith("taskbench_") and not n.endswith("_ms") for n in names)
 
@@ -47,15 +50,15 @@ def test_two_uvicorn_workers_report_true_totals(tmp_path: Path, redis_url: str, 
     with ProcessSet(env, stop_timeout=10) as procs:
         api = procs.start("api", [sys.executable, "-m", "taskbench", "serve", "--port", str(port),
                                   "--workers", "2"], tmp_path / "api.log")
-        deadline = time.monotonic() + 30
-        while True:
+
+        def healthy() -> bool:
             try:
-                if request(port, "GET", "/health")[0] == 200:
-                    break
+                return request(port, "GET", "/health")[0] == 200
             except OSError:
-                pass
-            assert api.alive() and time.monotonic() < deadline, api.tail()
-            time.sleep(0.1)
+                return False
+
+        wait_until(healthy, 30, what="the API's /health",
+                   abort=lambda: None if api.alive() else f"API exited: {api.tail()}")
         ids = [f"m{i}" for i in range(60)]
         body = '{{"task_id": "{}"}}'
         with ThreadPoolExecutor(8) as pool:  # new connections: the kernel spreads them over both workers
@@ -63,9 +66,16 @@ def test_two_uvicorn_workers_report_true_totals(tmp_path: Path, redis_url: str, 
                                                     body.format(t))[0], ids))
         assert codes == [202] * len(ids)
         ledger = Ledger(f"taskbench:{run_id}:")
-        while ledger.executed_count(client) < len(ids) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
+        wait_until(lambda: ledger.executed_count(client) >= len(ids), 30, what=f"{len(ids)} executed tasks")
+
+        def counted() -> dict[str, float] | None:
+            # a task's ledger entry comes just before its counters and the request's are updated
+            totals = scrape(f"http://127.0.0.1:{port}/metrics")
+            done = (totals.get("taskbench_tasks_succeeded_total") == len(ids)
+                    and totals.get("http_requests_total") == len(ids))
+            return totals if done else None
+
+        wait_until(counted, 10, what="the counters of every task and request")
         for _ in range(6):
             totals = scrape(f"http://127.0.0.1:{port}/metrics")
             assert totals["taskbench_tasks_succeeded_total"] == len(ids), totals

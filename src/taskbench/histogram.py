@@ -117,6 +117,10 @@ class Histogram:
             "count": float(self.count),
         }
 
+    def buckets(self) -> list[tuple[int, int, int]]:
+        """``(low, high, count)`` of every non-empty bucket, by value (inclusive bounds, µs)."""
+        return [(*_bounds(k), c) for k, c in sorted(self._buckets.items())]
+
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form; buckets as ``[[key, count], ...]`` sorted by key."""
         return {

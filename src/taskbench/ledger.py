@@ -225,6 +225,9 @@ class Audit:
     queue_wait: Histogram = field(default_factory=Histogram)  # enqueue -> start, µs
     lost_ids: list[str] = field(default_factory=list)
     duplicated_ids: list[str] = field(default_factory=list)
+    #: tasks finished in each second after ``start`` (the drain as a curve); empty without a start
+    executed_per_second: list[int] = field(default_factory=list)
+    start: float | None = None  # the load's start (wall clock), second 0 of executed_per_second
     corrupt: int = 0  # ledger rows that are not a valid record, left out of every other figure
     corrupt_ids: dict[str, str] = field(default_factory=dict)  # a sample: id -> what is wrong
     attempted: int = 0  # ids the driver sent: 2xx or not
@@ -255,6 +258,8 @@ class Audit:
             "end_to_end_histogram": self.end_to_end.to_dict(),
             "lost_ids": self.lost_ids,
             "duplicated_ids": self.duplicated_ids,
+            "executed_per_second": self.executed_per_second,
+            "start": self.start,
             "corrupt": self.corrupt,
             "corrupt_ids": self.corrupt_ids,
             "categories": self.categories(),
@@ -277,6 +282,7 @@ def audit(
     *,
     deadline: float | None = None,
     ignore_prefix: str | None = None,
+    start: float | None = None,
     corrupt: Mapping[str, str] | None = None,
     failed_ids: Iterable[str] = (),
 ) -> Audit:
@@ -286,7 +292,8 @@ def audit(
     is not a valid row is corrupt, as are the ids of ``corrupt`` (:attr:`Rows.corrupt`). A corrupt
     id is neither executed, lost nor duplicated. ``ignore_prefix`` leaves out ids of another phase
     (the warm-up) on every side. ``failed_ids`` are the ids the driver sent and got a non-2xx or no
-    answer for: with the accepted ones, the attempted ids of Jepsen's categories.
+    answer for: with the accepted ones, the attempted ids of Jepsen's categories. ``start`` (the
+    load's start, wall clock) gives ``executed_per_second``: finishes counted per second after it.
     """
     rows = sort_rows(counts, times)
     bad = {**rows.corrupt, **(corrupt or {})}
@@ -325,17 +332,30 @@ def audit(
     )
     starts: list[float] = []
     finishes: list[float] = []
-    for enq, start, fin in _rows(counts, rows.times):
-        starts.append(start)
+    for enq, began, fin in _rows(counts, rows.times):
+        starts.append(began)
         finishes.append(fin)
         result.end_to_end.record(max(0, round((fin - enq) * 1e6)))
-        result.queue_wait.record(max(0, round((start - enq) * 1e6)))
+        result.queue_wait.record(max(0, round((began - enq) * 1e6)))
         if deadline is not None and fin > deadline:
             result.late += 1
     if starts:
         result.first_start = min(starts)
         result.last_finish = max(finishes)
+    if start is not None:
+        result.start = start
+        result.executed_per_second = per_second(finishes, start)
     return result
+
+
+def per_second(stamps: list[float], start: float) -> list[int]:
+    """How many of ``stamps`` fall in each second after ``start`` (earlier ones count in second 0)."""
+    if not stamps:
+        return []
+    bins = [0] * (int(max(0.0, max(stamps) - start)) + 1)
+    for stamp in stamps:
+        bins[int(max(0.0, stamp - start))] += 1
+    return bins
 
 
 def _rows(

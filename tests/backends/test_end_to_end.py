@@ -35,6 +35,7 @@ def _check_clean(case: dict, requests: int) -> None:
     assert s["executed"] == requests
     assert (s["lost"], s["duplicated"]) == (0, 0)
     assert s["time_to_run_all_s"] is not None and s["time_to_run_all_s"] > 0
+    assert sum(case["audit"]["executed_per_second"]) == requests  # the drain as a curve
     assert case["exit_codes"] and all(code in (0, -15) for code in case["exit_codes"].values())
     assert case["cleanup"]["kept"] is False
     # every process's own counters agree with the ledger (warm-up included)

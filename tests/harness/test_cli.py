@@ -9,12 +9,18 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 import psutil
 import pytest
+from click.testing import Result
 
-from tests.helpers import harness_cli
+from taskbench.wait import wait_until
+from tests.helpers import assert_one_line_error, harness_cli
+
+Cli = Callable[..., Result]
 
 TB = [sys.executable, "-m", "taskbench"]
 
@@ -31,6 +37,7 @@ def test_help_lists_commands() -> None:
 
 
 def test_unreachable_redis_is_one_line(out_dir: Path) -> None:
+    """In a process of its own, as a user runs it: the exit code and stderr of the real command."""
     out = _cli("run", "--redis-url", "redis://127.0.0.1:1/0", "--output", str(out_dir))
     assert out.returncode == 2
     assert "cannot reach Redis at 127.0.0.1:1" in out.stderr
@@ -52,30 +59,37 @@ def test_unreachable_redis_is_one_line(out_dir: Path) -> None:
          "cannot reach NATS at 127.0.0.1:1"),
     ],
 )
-def test_bad_options_are_one_line(args: list[str], message: str, redis_url: str, out_dir: Path) -> None:
-    out = _cli("run", "--redis-url", redis_url, "--output", str(out_dir), *args)
-    assert out.returncode == 2
-    assert message in out.stderr
-    assert "Traceback" not in out.stderr
+def test_bad_options_are_one_line(args: list[str], message: str, redis_url: str, out_dir: Path, cli: Cli) -> None:
+    assert_one_line_error(cli("run", "--redis-url", redis_url, "--output", str(out_dir), *args), message)
 
 
-def test_api_port_in_use(redis_url: str, out_dir: Path) -> None:
+def test_api_port_in_use(redis_url: str, out_dir: Path, cli: Cli) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        out = _cli("run", "--backends", "background", "--redis-url", redis_url, "--output", str(out_dir),
-                   "--api-port", str(port), "--requests", "10")
-    assert out.returncode == 2
-    assert f"port 127.0.0.1:{port} is in use" in out.stderr
+        out = cli("run", "--backends", "background", "--redis-url", redis_url, "--output", str(out_dir),
+                  "--api-port", str(port), "--requests", "10")
+    assert_one_line_error(out, f"port 127.0.0.1:{port} is in use")
 
 
-def test_report_renders_and_rejects_garbage(tmp_path: Path) -> None:
+def test_report_renders_and_rejects_garbage(tmp_path: Path, cli: Cli) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
-    out = _cli("report", str(bad))
-    assert out.returncode == 2
-    assert "is not JSON (line 1" in out.stderr
+    assert_one_line_error(cli("report", str(bad)), "is not JSON (line 1")
+
+
+def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float = 120) -> str:
+    """The harness's output up to and including the first line with ``marker``."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        lines.append(line)
+        if marker in line:
+            return "".join(lines)
+        assert time.monotonic() < deadline, "".join(lines)
+    raise AssertionError(f"the harness ended before printing {marker!r}:\n{''.join(lines)}")
 
 
 @pytest.mark.slow
@@ -87,14 +101,15 @@ def test_interrupt_mid_load_leaves_no_process(redis_url: str, out_dir: Path) -> 
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     ) as proc:
         harness = psutil.Process(proc.pid)
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 120
-        for line in proc.stdout:
-            if "load:" in line or time.monotonic() > deadline:
-                break
-        time.sleep(1.0)
-        started = harness.children(recursive=True)
-        assert len(started) >= 3, started  # the API, the worker and the load driver at least
+        _read_until(proc, "load:")
+
+        def driving() -> list[psutil.Process]:
+            children = harness.children(recursive=True)
+            return children if len(children) >= 3 else []
+
+        # the API, the worker and the load driver at least
+        started = wait_until(driving, 60, what="the load driver's process")
+        assert started is not None
         os.kill(proc.pid, signal.SIGINT)
         proc.communicate(timeout=60)  # reads the rest and closes the pipe
     _, alive = psutil.wait_procs(started, timeout=10)
@@ -110,23 +125,28 @@ def test_dead_worker_is_reported_not_hidden(redis_url: str, out_dir: Path) -> No
          "--concurrency", "2", "--drain-timeout", "30"],
     ) as proc:
         harness = psutil.Process(proc.pid)
-        deadline = time.monotonic() + 120
-        victim = None
-        while victim is None and time.monotonic() < deadline:
+        before = _read_until(proc, "load:")  # past the warm-up: the load has begun
+
+        def worker() -> psutil.Process | None:
             for child in harness.children(recursive=True):
-                try:
+                with suppress(psutil.NoSuchProcess):
                     if "worker" in child.cmdline():
-                        victim = child
-                except psutil.NoSuchProcess:
-                    continue
-            time.sleep(0.2)
+                        return child
+            return None
+
+        victim = wait_until(worker, 30, what="the worker process")
         assert victim is not None
-        time.sleep(3)  # let the load begin
         victim.kill()
         out, _ = proc.communicate(timeout=180)
+        out = before + out
     assert proc.returncode == 1, out
     assert "worker-0 died during the run (exit code -9)" in out
     result = json.loads(next(out_dir.glob("*/result.json")).read_text())
     case = result["cases"][0]
     assert case["status"] == "failed"
     assert any("worker-0 died" in f for f in case["failures"])
+    # a failed run still gets its report and its line in the index
+    assert (out_dir / result["run_id"] / "report.html").read_text().count("<svg") >= 3
+    assert f'href="{result["run_id"]}/report.html"' in (out_dir / "index.html").read_text()
+    # off a terminal, progress is plain lines
+    assert "[arq] drain: done in" in out

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import psutil
 
 from taskbench.harness.processes import ProcessSet
+from taskbench.wait import wait_until
 
 STUBBORN = """
 import signal, subprocess, sys, time
@@ -24,10 +24,8 @@ def test_sigkill_after_timeout_reaches_grandchildren(tmp_path: Path) -> None:
     with ProcessSet(dict(os.environ), stop_timeout=0.5) as procs:
         proc = procs.start("stubborn", [sys.executable, "-c", STUBBORN], tmp_path / "s.log")
         assert os.getpgid(proc.pid) == proc.pid  # its own process group
-        deadline = time.monotonic() + 30
-        while not (text := proc.log_path.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        grandchild = int(text)
+        text = wait_until(lambda: proc.log_path.read_text().strip(), 30, what="the grandchild's pid")
+        grandchild = int(str(text))
         assert psutil.pid_exists(grandchild)
     assert procs.exit_codes["stubborn"] == -9
     _, alive = psutil.wait_procs([psutil.Process(grandchild)] if psutil.pid_exists(grandchild) else [],

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
+from click.testing import Result
 
 from taskbench.scenarios import load
 from taskbench.scenarios.run import ScenarioRunner
+from tests.helpers import assert_one_line_error
 
 pytestmark = pytest.mark.slow
-TB = [sys.executable, "-m", "taskbench"]
+Cli = Callable[..., Result]
 
 
 def _scenario(tmp_path: Path, text: str) -> Path:
@@ -41,7 +42,7 @@ def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> No
         endpoint = "def-sleep"
         delay = 0.3
         users = 60
-        duration = 1.5
+        duration = 1.0
         timeout = 20.0
         [[case]]
         label = "default"
@@ -74,7 +75,7 @@ def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> No
         assert case["series"], "an RPS-per-second series is recorded"
 
 
-def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path) -> None:
+def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path, cli: Cli) -> None:
     path = _scenario(tmp_path, """
         name = "mw"
         description = "m"
@@ -82,7 +83,7 @@ def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path) -> None:
         [defaults]
         endpoint = "hello"
         users = 10
-        requests = 300
+        requests = 100
         layers = 3
         middleware_work = "write"
         repeat = 2
@@ -91,17 +92,16 @@ def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path) -> None:
     """)
     result = _run(path, out_dir)
     assert [c["status"] for c in result["cases"]] == ["ok", "ok"]
-    assert all(c["summary"]["requests"] == 300 for c in result["cases"])
+    assert all(c["summary"]["requests"] == 100 for c in result["cases"])
     for case in result["cases"]:
         spread = case["summary"]["spread"]
         assert spread["runs"] == 2 and spread["figure"] == "rps"
-        assert [r["summary"]["requests"] for r in case["repeats"]] == [300, 300], "each run in fresh processes"
+        assert [r["summary"]["requests"] for r in case["repeats"]] == [100, 100], "each run in fresh processes"
         assert spread["min"] <= case["summary"]["rps"] <= spread["max"]
     assert not list(out_dir.rglob("middleware.log")), "the blocking writes' file is deleted after the case"
     (path,) = out_dir.rglob("result.json")
-    out = subprocess.run([*TB, "report", str(path), "--format", "markdown"], capture_output=True, text=True,
-                         timeout=60, check=False)
-    assert out.returncode == 0, out.stderr
+    out = cli("report", str(path), "--format", "markdown")
+    assert out.exit_code == 0, (out.stderr, out.exception)
     lines = out.stdout.splitlines()
     assert lines[0].startswith("| case | RPS | peak RPS |") and "| runs: RPS range |" in lines[0]
     assert len(lines) == 6
@@ -109,7 +109,8 @@ def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path) -> None:
     assert lines[4] == "" and lines[5].startswith("machine: ")
 
 
-def test_queue_case_under_limits(tmp_path: Path, out_dir: Path, redis_url: str) -> None:
+def test_queue_case_under_limits(tmp_path: Path, out_dir: Path, redis_url: str,
+                                 cgroups_writable: str | None) -> None:
     path = _scenario(tmp_path, """
         name = "limited"
         description = "l"
@@ -134,18 +135,22 @@ def test_queue_case_under_limits(tmp_path: Path, out_dir: Path, redis_url: str) 
     assert case["summary"]["duplicated"] == 0
     records = case["limits"]
     assert set(records) == {"api", "worker-0"}
-    for record in records.values():
-        assert record["cpu"] == 0.5
-        if record["applied"]:
-            assert record["method"].startswith("cgroup")
-            assert record["stats"]["nr_periods"] > 0
-            assert 0 < record["load_cpu"] < 0.75, "the CPU used under load stays near the 0.5 limit"
-            assert not any(Path(p).exists() for p in record["paths"]), "groups are removed after the case"
-        else:
-            assert record["notes"], "a limit not applied says why and what was done instead"
     client = redis.Redis.from_url(redis_url)
     assert not list(client.scan_iter(match=f"taskbench:{case['run_id']}*"))
     client.close()
+    for record in records.values():
+        assert record["cpu"] == 0.5
+        if cgroups_writable:
+            assert not record["applied"]
+            assert record["notes"], "a limit not applied says why and what was done instead"
+    if cgroups_writable:
+        pytest.skip(f"the case ran under the fallback; its limits are not checked: {cgroups_writable}")
+    for record in records.values():
+        assert record["applied"], record
+        assert record["method"].startswith("cgroup")
+        assert record["stats"]["nr_periods"] > 0
+        assert 0 < record["load_cpu"] < 0.75, "the CPU used under load stays near the 0.5 limit"
+        assert not any(Path(p).exists() for p in record["paths"]), "groups are removed after the case"
 
 
 def test_celery_pools_chord_and_routing(tmp_path: Path, out_dir: Path, redis_url: str) -> None:
@@ -156,7 +161,7 @@ def test_celery_pools_chord_and_routing(tmp_path: Path, out_dir: Path, redis_url
         [defaults]
         delay = 0.3
         chord_size = 3
-        tasks = 40
+        tasks = 20
         cpu_iterations = 100000
         timeout = 60.0
         [[case]]
@@ -195,23 +200,18 @@ def test_celery_pools_chord_and_routing(tmp_path: Path, out_dir: Path, redis_url
     client.close()
 
 
-def test_cli_lists_and_rejects(tmp_path: Path) -> None:
-    out = subprocess.run([*TB, "scenarios"], capture_output=True, text=True, timeout=60, check=False)
-    assert out.returncode == 0
+def test_cli_lists_and_rejects(tmp_path: Path, cli: Cli) -> None:
+    out = cli("scenarios")
+    assert out.exit_code == 0, out.exception
     for name in ("background-impact", "backends", "endpoint-styles", "middleware", "servers-and-threads",
                  "celery-pools"):
         assert name in out.stdout
     assert "BROKEN" not in out.stdout
-    out = subprocess.run([*TB, "scenarios", "--parameters"], capture_output=True, text=True, timeout=60,
-                         check=False)
-    assert out.returncode == 0
+    out = cli("scenarios", "--parameters")
+    assert out.exit_code == 0, out.exception
     for kind in ("queue", "http", "celery"):
         assert f"{kind} scenarios:" in out.stdout
     assert "users              int 1..10000" in out.stdout
     assert "model              closed | open | ramp" in out.stdout
     bad = _scenario(tmp_path, 'name = "x"\ndescription = "y"\nkind = "http"\n[defaults]\nendpoint = "nope"\n')
-    out = subprocess.run([*TB, "run", "--scenario", str(bad)], capture_output=True, text=True, timeout=60,
-                         check=False)
-    assert out.returncode == 2
-    assert f"{bad}:5:" in out.stderr
-    assert "Traceback" not in out.stderr
+    assert_one_line_error(cli("run", "--scenario", str(bad)), f"{bad}:5:")

@@ -1,4 +1,9 @@
-"""The reference API over real HTTP: routes, validation, bad input, and BackgroundTasks execution."""
+"""The reference API over real HTTP: routes, validation, bad input, and BackgroundTasks execution.
+
+One server serves the whole module (starting uvicorn per test cost more than the tests); each test
+still starts from an empty ledger: ``client`` deletes the run's keys after every test, and every
+test waits for the tasks it caused before it ends.
+"""
 
 from __future__ import annotations
 
@@ -9,33 +14,51 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from click.testing import Result
 
 from taskbench.ledger import Ledger
-from tests.helpers import request, served
+from taskbench.wait import wait_until
+from tests.helpers import assert_one_line_error, request, served
 
 URL = "/api/v1/incr/io/simple/background"
 
 
+@pytest.fixture(scope="module")
+def module_run_id() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
 @pytest.fixture
-def api(tmp_path: Path, redis_url: str, run_id: str, client: redis.Redis) -> Iterator[int]:
+def run_id(module_run_id: str) -> str:
+    """The module's server writes under one run id; ``client`` empties it after each test."""
+    return module_run_id
+
+
+@pytest.fixture(scope="module")
+def module_api(tmp_path_factory: pytest.TempPathFactory, redis_url: str, module_run_id: str) -> Iterator[int]:
     env = {"TASKBENCH_BACKEND": "background", "TASKBENCH_REDIS_URL": redis_url,
-           "TASKBENCH_RUN_ID": run_id, "TASKBENCH_MAX_BODY_BYTES": "4096"}
-    with served(tmp_path, env) as port:
+           "TASKBENCH_RUN_ID": module_run_id, "TASKBENCH_MAX_BODY_BYTES": "4096"}
+    with served(tmp_path_factory.mktemp("api"), env) as port:
         yield port
+
+
+@pytest.fixture
+def api(module_api: int, client: redis.Redis, run_id: str) -> int:
+    assert Ledger(f"taskbench:{run_id}:").executed_count(client) == 0, "the previous test left tasks behind"
+    return module_api
 
 
 def _wait_executed(client: redis.Redis, prefix: str, n: int) -> dict[str, int]:
     ledger = Ledger(prefix)
-    deadline = time.monotonic() + 10
-    while ledger.executed_count(client) < n and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: ledger.executed_count(client) >= n, 10, what=f"{n} executed task(s)")
     return ledger.read(client)[0]
 
 
@@ -101,8 +124,9 @@ def test_bad_input_gets_4xx_with_message(
     got, answer = request(api, "POST", path, body)
     assert got == status
     assert message in json.dumps(answer)
-    time.sleep(0.05)
-    assert Ledger(f"taskbench:{run_id}:").executed_count(client) == 0  # nothing ran
+    # nothing ran: a good request sent after it is the only task that executes
+    assert request(api, "POST", URL, '{"task_id": "after-bad"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"after-bad": 1}
 
 
 def test_oversized_body_is_refused(api: int, client: redis.Redis, run_id: str) -> None:
@@ -110,8 +134,9 @@ def test_oversized_body_is_refused(api: int, client: redis.Redis, run_id: str) -
     status, answer = request(api, "POST", URL, big)
     assert status == 413
     assert "larger than 4096 bytes" in answer["detail"]
-    # the server still works afterwards
-    assert request(api, "POST", URL, "{}")[0] == 202
+    # the server still works afterwards, and the refused body ran nothing
+    assert request(api, "POST", URL, '{"task_id": "after-big"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"after-big": 1}
 
 
 def test_after_response_mode(tmp_path: Path, redis_url: str, run_id: str, client: redis.Redis) -> None:
@@ -135,11 +160,8 @@ def test_serve_with_unreachable_redis_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
-def test_serve_with_unknown_backend(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "taskbench", "serve", "--backend", "nope"],
-                         capture_output=True, text=True, timeout=60, check=False)
-    assert out.returncode == 2
-    assert "unknown backend 'nope'" in out.stderr
+def test_serve_with_unknown_backend(cli: Callable[..., Result]) -> None:
+    assert_one_line_error(cli("serve", "--backend", "nope"), "unknown backend 'nope'")
 
 
 def test_whole_float_value_is_an_integer(api: int, client: redis.Redis, run_id: str) -> None:
@@ -168,14 +190,15 @@ def _chunked(port: int, path: str, total: int, chunk: int = 65_536) -> tuple[int
     return int(head.split()[1]), json.loads(body)
 
 
-def test_chunked_oversized_body_is_413(api: int) -> None:
+def test_chunked_oversized_body_is_413(api: int, client: redis.Redis, run_id: str) -> None:
     status, answer = _chunked(api, URL, 10 * 1024 * 1024)
     assert status == 413
     assert answer == {"detail": "request body larger than 4096 bytes"}
-    assert request(api, "POST", URL, "{}")[0] == 202
+    assert request(api, "POST", URL, '{"task_id": "after-chunked"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"after-chunked": 1}
 
 
-def test_chunked_small_body_is_accepted(api: int) -> None:
+def test_chunked_small_body_is_accepted(api: int, client: redis.Redis, run_id: str) -> None:
     with socket.create_connection(("127.0.0.1", api), timeout=10) as sock:
         body = b'{"task_id": "chunky"}'
         sock.sendall(f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -184,6 +207,7 @@ def test_chunked_small_body_is_accepted(api: int) -> None:
         raw = sock.makefile("rb").read()
     assert raw.split()[1] == b"202"
     assert b'"task_id":"chunky"' in raw
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"chunky": 1}
 
 
 def test_no_redirect_echoes_the_host(api: int) -> None:
@@ -199,11 +223,12 @@ def test_no_redirect_echoes_the_host(api: int) -> None:
     assert resp.getheader("location") is None
 
 
-def test_metric_labels_are_bounded(api: int) -> None:
+def test_metric_labels_are_bounded(api: int, client: redis.Redis, run_id: str) -> None:
     for i in range(40):
         request(api, "POST", f"/made-up/{i}", "{}")
         request(api, "GET", f"/api/v1/incr/io/simple/background/{i}")
-    request(api, "POST", URL, "{}")
+    assert request(api, "POST", URL, '{"task_id": "labelled"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"labelled": 1}
     # a request is counted once its background task ran, after the response: wait for it
     deadline = time.monotonic() + 10
     while True:
@@ -230,7 +255,7 @@ def test_slow_header_connections_are_bounded(tmp_path: Path, redis_url: str, run
         start = time.monotonic()
         closed: dict[int, float] = {}
         header = b"X-Slow: " + b"a" * 100
-        i = 0
+        i = served_meanwhile = 0
         while len(closed) < 5 and time.monotonic() - start < 8:
             for n, sock in enumerate(slow):
                 if n + 2 not in closed:
@@ -249,8 +274,10 @@ def test_slow_header_connections_are_bounded(tmp_path: Path, redis_url: str, run
                     closed[n] = time.monotonic() - start
             assert request(port, "POST", URL, "{}")[0] == 202  # everyone else is served meanwhile
             i += 1
+            served_meanwhile = i
             time.sleep(0.2)
         for sock in silent + slow:
             sock.close()
         assert len(closed) == 5, f"still open after 8 s: {sorted(set(range(5)) - set(closed))}"
         assert all(1.0 <= t <= 4.0 for t in closed.values()), closed
+        assert len(_wait_executed(client, f"taskbench:{run_id}:", served_meanwhile)) == served_meanwhile

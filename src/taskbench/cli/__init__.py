@@ -1,4 +1,4 @@
-"""Command line: ``taskbench run | scenarios | up | serve | worker | report | backends | ceiling | drain``.
+"""Command line: ``taskbench run | scenarios | up | serve | worker | report | compare | backends | ceiling | drain``.
 
 One module per command or small group; this one makes the app and registers them, in the order
 ``--help`` lists them. Heavy imports (FastAPI, uvicorn, the harness, rich tables) happen inside the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from taskbench.cli import components, measure, report, run, scenarios, up
+from taskbench.cli import compare, components, measure, report, run, scenarios, up
 
 app = typer.Typer(
     add_completion=False,
@@ -29,5 +29,6 @@ app.command()(measure.ceiling)
 app.command()(measure.drain)
 app.command("drain-case", hidden=True)(components.drain_case)
 app.command()(report.report)
+app.command()(compare.compare)
 
 __all__ = ["app"]

@@ -87,3 +87,10 @@ def execute(runner: Runner | ScenarioRunner, console: Any) -> Result:
     except KeyboardInterrupt:
         fail("interrupted; every process it started was stopped", code=130)
     return result
+
+
+def show_progress(console: Any) -> None:
+    """Live progress of the phases on ``console``: a display on a terminal, plain lines in a log."""
+    from taskbench.harness.progress import Reporter, install
+
+    install(Reporter(console))

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from taskbench import params
-from taskbench.cli._common import backend_names, fail
+from taskbench.cli._common import backend_names, fail, show_progress
 
 
 def ceiling(
@@ -48,6 +48,7 @@ def drain(
 ) -> None:
     """One worker process's drain rate on no-op tasks (enqueued beforehand, no HTTP)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from taskbench import backends as registry
@@ -55,6 +56,7 @@ def drain(
     from taskbench.harness.drain import run_drain
 
     console = Console(stderr=True)
+    show_progress(console)
     modes = {"on": [True], "off": [False], "both": [True, False]}.get(ledger)
     if modes is None:
         fail(f"--ledger must be on, off or both, not {ledger!r}")
@@ -63,7 +65,7 @@ def drain(
         for name in names:
             registry.info(name)
         rows = run_drain(names, tasks=tasks, concurrency=concurrency, ledger_modes=modes,
-                         redis_url=redis_url, output=output, say=lambda t: console.print(f"[dim]{t}[/]"))
+                         redis_url=redis_url, output=output, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
     table = Table(title=f"drain of {tasks} no-op tasks by one worker process (concurrency {concurrency})")

@@ -3,27 +3,54 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from taskbench.cli._common import fail
 
+if TYPE_CHECKING:
+    from taskbench.results import Result
+
 
 def report(
-    result: Annotated[Path, typer.Argument(help="a result.json written by `taskbench run`")],
-    format: Annotated[str, typer.Option("--format", help="table | json | markdown (scenarios)")] = "table",
+    result: Annotated[Path | None, typer.Argument(help="a result.json written by `taskbench run`")] = None,
+    format: Annotated[str, typer.Option(
+        "--format", help="table | json | markdown (scenarios) | html (one self-contained page)")] = "table",
+    output: Annotated[Path | None, typer.Option(
+        help="html: the file to write (default: report.html beside the result); --index: the results folder")] = None,
+    index: Annotated[bool, typer.Option(
+        "--index", help="rebuild index.html of every result under the results folder (default results/)")] = False,
 ) -> None:
     """Render a result file (of `run`, or of `run --scenario`; older schemas are read too)."""
     from taskbench.results import ResultFormatError, load
 
-    if format not in ("table", "json", "markdown"):
-        fail(f"--format must be table, json or markdown, not {format!r}")
+    if index:
+        from taskbench.report.index import write_index
+
+        folder = output or (result if result is not None and result.is_dir() else Path("results"))
+        if not folder.is_dir():
+            fail(f"{folder} is not a folder of results")
+        path, count = write_index(folder)
+        typer.echo(f"{path}: {count} result(s)")
+        return
+    if result is None:
+        fail("give a result.json (or --index)")
+    if format not in ("table", "json", "markdown", "html"):
+        fail(f"--format must be table, json, markdown or html, not {format!r}")
     try:
         data = load(result)
     except ResultFormatError as exc:
         fail(str(exc))
+    if format == "html":
+        from taskbench.report.html import render as render_html
+
+        target = output or result.with_name("report.html")
+        target.write_text(render_html(data))
+        typer.echo(str(target))
+        return
     if format == "json":
         sys.stdout.write(data.to_json() + "\n")
         return
@@ -43,3 +70,21 @@ def report(
     from taskbench.report.table import render
 
     render(data, Console())
+
+
+def publish(result: Result, path: Path, folder: Path, say: Callable[[str], None]) -> None:
+    """After a run: ``report.html`` beside ``result.json`` and the folder's ``index.html`` brought up to date.
+
+    A report that cannot be drawn costs the page, never the run: its result file is already written.
+    """
+    from taskbench.report.html import render as render_html
+    from taskbench.report.index import write_index
+
+    try:
+        target = path.with_name("report.html")
+        target.write_text(render_html(result))
+        index, _ = write_index(folder)
+    except Exception as exc:
+        say(f"report.html not written: {type(exc).__name__}: {exc}")
+        return
+    say(f"report: {target} (index: {index})")

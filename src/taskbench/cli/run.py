@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from taskbench import params
-from taskbench.cli._common import backend_names, execute, fail
+from taskbench.cli._common import backend_names, execute, fail, show_progress
+from taskbench.cli.report import publish
 
 
 def run(
@@ -46,6 +47,7 @@ def run(
 ) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
     from rich.console import Console
+    from rich.markup import escape
 
     if scenario is not None:
         run_scenario(scenario, cases, output, redis_url)
@@ -73,16 +75,19 @@ def run(
     except ValueError as exc:
         fail(str(exc))
 
-    runner = Runner(config, say=lambda text: console.print(f"[dim]{text}[/]"))
+    runner = Runner(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
+    show_progress(console)
     result = execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
+    publish(result, runner.result_path(), output, console.print)
     if not result.passed():
         raise typer.Exit(1)
 
 
 def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     from taskbench.report.scenario import render
     from taskbench.scenarios import ScenarioError, resolve
@@ -98,13 +103,15 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
             except ValueError:
                 raise ValueError(f"--cases takes case numbers like 0,3, not {cases!r}") from None
         runner = ScenarioRunner(found, output=output, redis_url=redis_url, cases=selected,
-                                say=lambda text: console.print(f"[dim]{text}[/]"))
+                                say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
     except (ScenarioError, ValueError) as exc:
         fail(str(exc))
 
     console.print(f"[dim]scenario {found.name}: {len(runner.cases)} case(s) from {found.path}[/]")
+    show_progress(console)
     result = execute(runner, console)
     render(result, Console())
     console.print(f"result: {runner.result_path()}")
+    publish(result, runner.result_path(), output, console.print)
     if not result.passed():
         raise typer.Exit(1)

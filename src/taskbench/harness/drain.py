@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from taskbench import backends
-from taskbench.harness import HarnessError
+from taskbench.harness import HarnessError, progress
 from taskbench.harness.envs import ensure_env, versions
 from taskbench.harness.redis_server import provide_redis
 
@@ -36,11 +36,12 @@ def run_drain(
                        "TASKBENCH_RUN_ID": run_id, "TASKBENCH_LEDGER": str(ledger).lower(),
                        "TASKBENCH_CONCURRENCY": str(concurrency), "PYTHONUNBUFFERED": "1"}
                 say(f"[{name}] {tasks} no-op tasks, ledger {'on' if ledger else 'off'}")
-                proc = subprocess.run(
-                    [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks),
-                     "--log-dir", str(out)],
-                    env=env, capture_output=True, text=True, timeout=1200, check=False,
-                )
+                with progress.phase(f"[{name}] enqueue and drain, ledger {'on' if ledger else 'off'}"):
+                    proc = subprocess.run(
+                        [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks),
+                         "--log-dir", str(out)],
+                        env=env, capture_output=True, text=True, timeout=1200, check=False,
+                    )
                 _cleanup(url, run_id, meta)
                 if proc.returncode != 0:
                     raise HarnessError(f"drain of {name} failed: {proc.stderr.strip()[-800:]}")

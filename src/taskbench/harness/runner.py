@@ -12,6 +12,7 @@ from typing import Any
 
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
+from taskbench.harness import progress
 from taskbench.harness.config import RunConfig
 from taskbench.harness.envs import ensure_env, project_root, versions
 from taskbench.harness.faults import Injector, summarize
@@ -116,25 +117,30 @@ class Runner:
         say(f"starting API on 127.0.0.1:{port}" + (f" and {workers} worker(s)" if workers else ""))
         failures: list[str] = []
         stack = Stack({**os.environ, **env_vars}, name=run_id, stop_timeout=cfg.stop_timeout)
+        def executed() -> int:
+            return ledger.executed_count(client)
+
         try:
             with stack:
-                for i in range(workers):
-                    stack.start(f"worker-{i}", [str(python), "-m", "taskbench", "worker"], logs / f"worker-{i}.log",
-                                role="workers", cpus=cfg.placement.workers)
-                stack.start("api", [str(python), "-m", "taskbench", "serve", "--host", "127.0.0.1",
-                                    "--port", str(port)], logs / "api.log", role="api", cpus=cfg.placement.api)
-                ready_key = f"{settings.prefix}ready"
-                stack.wait_ready(lambda: healthy(port) and int(client.hlen(ready_key)) >= workers,
-                                 timeout=cfg.startup_timeout,
-                                 what=f"the API and {workers} worker(s) to be ready (logs in {logs})")
+                with progress.phase(f"[{name}] start"):
+                    for i in range(workers):
+                        stack.start(f"worker-{i}", [str(python), "-m", "taskbench", "worker"],
+                                    logs / f"worker-{i}.log", role="workers", cpus=cfg.placement.workers)
+                    stack.start("api", [str(python), "-m", "taskbench", "serve", "--host", "127.0.0.1",
+                                        "--port", str(port)], logs / "api.log", role="api", cpus=cfg.placement.api)
+                    ready_key = f"{settings.prefix}ready"
+                    stack.wait_ready(lambda: healthy(port) and int(client.hlen(ready_key)) >= workers,
+                                     timeout=cfg.startup_timeout,
+                                     what=f"the API and {workers} worker(s) to be ready (logs in {logs})")
                 if cfg.limits:
                     stack.limit(cfg.limits, say)
                 template = RequestTemplate(
                     host="127.0.0.1", port=port, path=f"/api/v1/incr/{cfg.workload}/{name}",
                     body='{{"value":1,"task_id":"{task_id}","enqueued_at":{enqueued_at}}}',
                 )
-                warm_accepted = warm_up(template, cfg.load, cfg.warmup, procs=stack.procs, client=client,
-                                        ledger=ledger, timeout=cfg.drain_timeout, logs=logs.parent)
+                with progress.phase(f"[{name}] warm-up", total=cfg.warmup or None, executed=executed):
+                    warm_accepted = warm_up(template, cfg.load, cfg.warmup, procs=stack.procs, client=client,
+                                            ledger=ledger, timeout=cfg.drain_timeout, logs=logs.parent)
                 say(f"load: {describe_load(cfg.load)}")
                 injector, fault_limits = self._injector(stack, client, settings, port, case)
                 if injector is None and cfg.fault is not None:
@@ -142,7 +148,9 @@ class Runner:
                                              note=f"{name} has no worker process to kill")
                 load_start = time.time()
                 armed = injector.armed(load_start) if injector else contextlib.nullcontext()
-                with stack.measure(), pinned(cfg.placement.driver), armed:
+                with progress.phase(f"[{name}] load", total=cfg.load.requests, duration=cfg.load.duration,
+                                    executed=lambda: executed() - warm_accepted), \
+                        stack.measure(), pinned(cfg.placement.driver), armed:
                     load = run_load(template, cfg.load)
                 load_end = time.time()
                 if injector is not None:
@@ -151,16 +159,21 @@ class Runner:
                         failures.append(f"fault {cfg.fault.describe() if cfg.fault else ''}: "
                                         f"{injector.record.error}")
                 say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
-                drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
-                                accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout, say=say)
+                with progress.phase(f"[{name}] drain", total=len(load.accepted_ids),
+                                    executed=lambda: executed() - warm_accepted,
+                                    accepted=lambda: len(load.accepted_ids)):
+                    drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
+                                    accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
+                                    say=say)
                 failures += drained.failures
                 if not drained.drained:
                     time.sleep(cfg.late_grace)  # a straggler finishing now is counted late, not lost
-                rows = ledger.rows(client)
-                counts, times = rows.counts, rows.times
-                report = audit(load.accepted_ids, counts, times, deadline=drained.deadline,
-                               ignore_prefix=WARMUP_PREFIX, corrupt=rows.corrupt,
-                               failed_ids=load.failed_ids).to_model()
+                with progress.phase(f"[{name}] audit"):
+                    rows = ledger.rows(client)
+                    counts, times = rows.counts, rows.times
+                    report = audit(load.accepted_ids, counts, times, deadline=drained.deadline,
+                                   ignore_prefix=WARMUP_PREFIX, start=load_start, corrupt=rows.corrupt,
+                                   failed_ids=load.failed_ids).to_model()
                 if case.fault is not None:
                     case.fault = summarize(case.fault, times)
                 case.metrics, metric_failures = check_metrics(client, settings, port, sum(counts.values()),

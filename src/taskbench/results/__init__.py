@@ -1,6 +1,5 @@
 """Typed results: the models a run produces and every report reads, and the reader for old files."""
 
-from taskbench.results.migrate import RANKED_BY, ResultFormatError, load, parse
 from taskbench.results.cases import (
     SCHEMA_VERSION,
     Case,
@@ -14,6 +13,7 @@ from taskbench.results.cases import (
     ScenarioInfo,
     passed,
 )
+from taskbench.results.migrate import RANKED_BY, ResultFormatError, load, parse
 from taskbench.results.model import (
     AuditResult,
     Cleanup,

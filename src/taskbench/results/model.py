@@ -130,6 +130,10 @@ class AuditResult(Model):
     end_to_end_histogram: HistogramData = HistogramData()
     lost_ids: list[str] = []
     duplicated_ids: list[str] = []
+    #: tasks finished in each second after the load started (the drain as a curve)
+    executed_per_second: list[int] = []
+    #: when the load started (wall clock, as first_start and a fault's ``at``): second 0 of the curve
+    start: float | None = None
     #: ledger rows that are not a valid record (left out of every other figure), and a sample of
     #: them: id -> what is wrong
     corrupt: int = 0

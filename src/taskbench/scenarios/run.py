@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from taskbench.harness import progress
 from taskbench.harness.config import Placement
 from taskbench.results import (
     RANKED_BY,
@@ -92,7 +93,8 @@ class ScenarioRunner:
         placement = Placement.parse("auto")
         for case in self.cases:
             self.say(f"case {case.index}: {case.label}")
-            data = self._repeat(case, partial(http.run_case, case, python, self.out_dir, placement, self.say))
+            with progress.phase(f"case {case.index} of {len(self.cases)}: {case.label}"):
+                data = self._repeat(case, partial(http.run_case, case, python, self.out_dir, placement, self.say))
             result.cases.append(self._finish(case, data))
             self._write(result)
 
@@ -107,8 +109,9 @@ class ScenarioRunner:
             result.redis = info
             for case in self.cases:
                 self.say(f"case {case.index}: {case.label}")
-                data = self._repeat(case, partial(celery_pools.run_case, case, python, url, self.out_dir,
-                                                  self.run_id, self.say))
+                with progress.phase(f"case {case.index} of {len(self.cases)}: {case.label}"):
+                    data = self._repeat(case, partial(celery_pools.run_case, case, python, url, self.out_dir,
+                                                      self.run_id, self.say))
                 result.cases.append(self._finish(case, data))
                 self._write(result)
 

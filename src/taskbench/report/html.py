@@ -1,0 +1,294 @@
+"""``taskbench report --format html``: one self-contained page per result (a run or any scenario).
+
+Header (machine, commit, library versions, parameters), the summary table with the terminal's columns
+(sortable), then per case the curves: requests and tasks per second (the drain is a curve), latency by
+percentile, the end-to-end distribution, the driver's CPU; scenarios add bars per case with the spread
+of repeated runs beside the article's figure; fault runs mark the fault and the recoveries.
+"""
+
+from __future__ import annotations
+
+from taskbench.histogram import Histogram
+from taskbench.report import plots
+from taskbench.report.page import cell, document, esc, facts, figure, flatten, table
+from taskbench.report.scenario import RANKED_HEADER, columns, limits_summary, machine_line
+from taskbench.report.table import fault_line
+from taskbench.results import RANKED_BY, CaseBase, CeleryCase, FaultRecord, HttpCase, Load, QueueCase, Result
+
+# a run's table: the terminal's columns (report/table.py), as (summary figure, header, format)
+RUN_COLUMNS = [
+    ("rps", "RPS", "{:.0f}"), ("p50_ms", "median ms", "{:.1f}"), ("p95_ms", "p95 ms", "{:.1f}"),
+    ("p99_ms", "p99 ms", "{:.1f}"), ("time_to_run_all_s", "all tasks run in s", "{:.1f}"),
+    ("errors_pct", "errors %", "{:.2f}"), ("accepted", "accepted", "{}"), ("lost", "lost", "{}"),
+    ("duplicated", "dup", "{}"), ("e2e_p95_ms", "e2e p95 ms", "{:.1f}"), ("driver_cpu_pct", "driver CPU %", "{:.0f}"),
+]
+STATUS_CSS = {"ok": "good", "errors": "warn", "failed": "bad"}
+
+
+def render(result: Result) -> str:
+    title = (f"taskbench scenario {result.scenario.name}" if result.scenario else "taskbench run") + \
+        f" {result.run_id}"
+    parts = [f"<h1>{esc(title)}</h1>", header(result), "<h2>Summary</h2>", summary_table(result)]
+    parts += notes(result)
+    parts.append(setup(result))
+    if result.scenario is not None:
+        parts.append(scenario_bars(result))
+    parts.append("<h2>Cases</h2>")
+    parts += [case_section(result, case) for case in result.cases]
+    return document(title, "\n".join(parts))
+
+
+# -- header and table --------------------------------------------------------------------------------
+
+
+def header(result: Result) -> str:
+    m, c = result.machine, result.commit
+    commit = " ".join(x for x in (c.commit or "unknown", f"({c.branch})" if c.branch else "",
+                                  "dirty" if c.dirty else "") if x)
+    memory = f"{m.memory_bytes / 2**30:.1f} GiB" if m.memory_bytes else None
+    items: list[tuple[str, object]] = [
+        ("created", result.created), ("finished", result.finished),
+        ("command", " ".join(result.command)), ("commit", commit),
+        ("machine", machine_line(result).removeprefix("machine: ")), ("host", m.hostname), ("memory", memory),
+        ("usable CPUs", m.usable_cpus),
+    ]
+    if result.scenario is not None:
+        s = result.scenario
+        items += [("scenario", f"{s.name}: {s.description}"), ("file", s.file), ("varying", s.varying),
+                  ("article", s.article.get("source")), ("article's setup", s.article.get("setup"))]
+    return facts(items)
+
+
+def setup(result: Result) -> str:
+    """The run's parameters and every backend's library versions."""
+    out = []
+    if result.config:
+        out.append("<h3>Parameters</h3>" + facts(flatten(result.config), wide=True))
+    if result.environments:
+        rows = []
+        for backend, env in sorted(result.environments.items()):
+            found = env.get("packages")
+            packages: dict[str, str] = found if isinstance(found, dict) else {}
+            main = [f"{k} {v}" for k, v in sorted(packages.items()) if k.lower().startswith(backend.lower())]
+            every = ", ".join(f"{k} {v}" for k, v in sorted(packages.items(), key=lambda kv: kv[0].lower()))
+            rows.append([f'<td class="l">{esc(backend)}</td>', f'<td class="l">{esc(env.get("python", ""))}</td>',
+                         f'<td class="l">{esc(", ".join(main) or "–")}</td>',
+                         f'<td class="l"><details><summary>{len(packages)} packages</summary>'
+                         f'<span class="note">{esc(every)}</span></details></td>'])
+        out.append("<h3>Libraries per backend</h3>" + table(
+            [("backend", "l"), ("python", "l"), ("its library", "l"), ("every package", "l")], rows,
+            sortable=False))
+    return "\n".join(out)
+
+
+def summary_table(result: Result) -> str:
+    if result.scenario is None:
+        return _run_table(result)
+    kind = result.scenario.kind
+    cases: list[CaseBase] = list(result.cases)
+    with_article = {fig for c in cases for fig in (c.article or {})}
+    shown = columns(kind, cases)
+    headers = [("case", "l")]
+    for _, head, _, fig in shown:
+        headers.append((head.replace("\n", " "), ""))
+        if fig and fig in with_article:
+            headers.append(("article " + head.split("\n")[0], "article"))
+    repeated = any(c.summary.spread for c in cases)
+    if repeated:
+        headers.append((f"runs: {RANKED_HEADER[kind]} range", ""))
+    headers += [("limits", "l"), ("driver CPU %", ""), ("status", "l")]
+    if "note" in with_article:
+        headers.append(("article says", "l article"))
+    rows = []
+    for case in cases:
+        s, article = case.summary, case.article or {}
+        row = [f'<td class="l name">{esc(case.name)}</td>']
+        for key, _, spec, fig in shown:
+            value = s.figure(key)
+            row.append(cell(value, spec, css="bad" if key in ("lost", "duplicated") and value else ""))
+            if fig and fig in with_article:
+                row.append(cell(article.get(fig), spec, css="article"))
+        if repeated:
+            sp = s.spread
+            row.append(cell(sp.runs if sp else None, "{}") if not sp else
+                       f'<td data-v="{sp.max - sp.min}">{sp.runs}: {sp.min:.0f}–{sp.max:.0f}</td>')
+        row.append(f'<td class="l wide">{esc(limits_summary(case))}</td>')
+        row.append(cell(s.driver_cpu_pct, "{:.0f}"))
+        row.append(f'<td class="l {STATUS_CSS.get(case.status, "")}">{esc(case.status)}</td>')
+        if "note" in with_article:
+            row.append(f'<td class="l article wide">{esc(article.get("note", ""))}</td>')
+        rows.append(row)
+    return table(headers, rows)
+
+
+def _run_table(result: Result) -> str:
+    headers = [("backend", "l"), ("mode", "l")] + [(h, "") for _, h, _ in RUN_COLUMNS] + [("status", "l")]
+    rows = []
+    for case in result.cases:
+        if not isinstance(case, QueueCase):
+            continue
+        s = case.summary
+        mode = case.enqueue_mode + ("" if case.durable else " *")
+        row = [f'<td class="l">{esc(case.backend)}</td>', f'<td class="l">{esc(mode)}</td>']
+        for key, _, spec in RUN_COLUMNS:
+            value = s.figure(key)
+            row.append(cell(value, spec, css="bad" if key in ("lost", "duplicated") and value else ""))
+        row.append(f'<td class="l {STATUS_CSS.get(case.status, "")}">{esc(case.status)}'
+                   f'{" (driver saturated)" if s.driver_saturated else ""}</td>')
+        rows.append(row)
+    return table(headers, rows)
+
+
+def notes(result: Result) -> list[str]:
+    out = []
+    for case in result.cases:
+        for failure in case.failures:
+            out.append(f'<p class="bad">{esc(case.name)}: {esc(failure)}</p>')
+        if case.summary.driver_saturated:
+            out.append(f'<p class="warn">{esc(case.name)}: the load driver saturated; its RPS is a lower '
+                       "bound of the server's</p>")
+        if isinstance(case, QueueCase) and not case.durable:
+            out.append(f'<p class="note">{esc(case.name)} (*): no durable queue or after-response enqueue: '
+                       "a 2xx does not prove the task is stored</p>")
+    return out
+
+
+# -- scenario bars -----------------------------------------------------------------------------------
+
+
+def scenario_bars(result: Result) -> str:
+    assert result.scenario is not None
+    kind = result.scenario.kind
+    figure_name = RANKED_BY[kind]
+    unit = RANKED_HEADER[kind]
+    items = []
+    for case in result.cases:
+        s, article = case.summary, case.article or {}
+        art = article.get(figure_name)
+        items.append(plots.Bar(label=case.name, value=s.figure(figure_name),
+                               low=s.spread.min if s.spread else None, high=s.spread.max if s.spread else None,
+                               article=float(art) if isinstance(art, int | float) else None))
+    notes = (["error bars: lowest and highest of the repeated runs"] if any(i.low is not None for i in items) else []) \
+        + (["hatched: the article's figure"] if any(i.article is not None for i in items) else [])
+    svgs = [figure(plots.bars(f"{unit} per case", items, unit), "; ".join(notes))]
+    if kind != "celery" and any(c.summary.p95_ms is not None for c in result.cases):
+        p95 = []
+        for case in result.cases:
+            art = (case.article or {}).get("p95_ms")
+            p95.append(plots.Bar(label=case.name, value=case.summary.p95_ms,
+                                 article=float(art) if isinstance(art, int | float) else None))
+        svgs.append(figure(plots.bars("p95 latency per case", p95, "ms")))
+    return "<h2>Per case</h2><div class=\"plots\">" + "".join(svgs) + "</div>"
+
+
+# -- one case ----------------------------------------------------------------------------------------
+
+
+def case_section(result: Result, case: CaseBase) -> str:
+    parts = [f"<section class=\"case\"><h3>{esc(case.name)} "
+             f"<span class=\"{STATUS_CSS.get(case.status, '')}\">({esc(case.status)})</span></h3>"]
+    if case.params:
+        parts.append(facts(list(case.params.items())))
+    svgs: list[str] = []
+    if isinstance(case, QueueCase):
+        if case.fault is not None:
+            parts.append(f"<p>{esc(fault_line(case.fault))}</p>")
+        svgs += queue_plots(case)
+    elif isinstance(case, HttpCase):
+        svgs += load_plots(case.load, users=True)
+    elif isinstance(case, CeleryCase):
+        parts.append(facts([*case.probe.items(), ("workers", [" ".join(a) for a in case.worker_argv])]))
+    if svgs:
+        parts.append("<div class=\"plots\">" + "".join(svgs) + "</div>")
+    elif not isinstance(case, CeleryCase):
+        parts.append("<p class=\"note\">no load was recorded for this case</p>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def queue_plots(case: QueueCase) -> list[str]:
+    load, audit = case.load, case.audit
+    if load is None:
+        return []
+    xs = [row.t for row in load.per_second]
+    lines = [plots.Line("requests/s", xs, [row.completed for row in load.per_second]),
+             plots.Line("accepted tasks/s", xs, [row.ok for row in load.per_second], style="--")]
+    caption = ""
+    if audit is not None and audit.executed_per_second:
+        ex = audit.executed_per_second
+        lines.append(plots.Line("executed tasks/s", list(range(len(ex))), ex))
+    elif audit is not None:
+        caption = "executed tasks per second: not recorded by the taskbench that wrote this result"
+    if any(row.errors for row in load.per_second):
+        lines.append(plots.Line("failed requests/s", xs, [row.errors for row in load.per_second],
+                                color="#d62728"))
+    marks = fault_marks(case.fault, audit.start if audit else None)
+    out = [figure(plots.timeline("Requests and tasks per second", _extend(lines), "per second", marks=marks),
+                  caption)]
+    out += load_plots(load, timeline=False)
+    if audit is not None and audit.end_to_end_histogram.count:
+        hist = Histogram.from_dict(audit.end_to_end_histogram.model_dump())
+        out.insert(2, figure(plots.distribution("End-to-end task latency (enqueue → finished)",
+                                                [("tasks", hist)]),
+                             f"p50 {audit.end_to_end_ms.p50:.0f} ms, p95 {audit.end_to_end_ms.p95:.0f} ms, "
+                             f"max {audit.end_to_end_ms.max:.0f} ms; {audit.executed} executed, "
+                             f"{audit.lost} lost, {audit.duplicated} duplicated"))
+    return out
+
+
+def load_plots(load: Load | None, *, users: bool = False, timeline: bool = True) -> list[str]:
+    """The driver's side: requests per second (HTTP cases), latency by percentile, driver CPU."""
+    if load is None:
+        return []
+    out = []
+    if timeline:
+        xs = [row.t for row in load.per_second]
+        lines = [plots.Line("responses/s", xs, [row.completed for row in load.per_second]),
+                 plots.Line("2xx/s", xs, [row.ok for row in load.per_second], style="--")]
+        if any(row.errors for row in load.per_second):
+            lines.append(plots.Line("failed/s", xs, [row.errors for row in load.per_second], color="#d62728"))
+        right = [plots.Line("users", xs, [row.users for row in load.per_second])] if users else None
+        out.append(figure(plots.timeline("Requests per second", _extend(lines), "per second",
+                                         right=_extend(right) if right else None, right_label="users")))
+    if load.latency.count:
+        hist = Histogram.from_dict(load.latency.model_dump())
+        ms = load.latency_ms
+        out.append(figure(plots.percentiles("Request latency by percentile", [("requests", hist)]),
+                          f"p50 {ms.p50:.1f} ms, p99 {ms.p99:.1f} ms, max {ms.max:.1f} ms over "
+                          f"{load.latency.count} requests"))
+    if load.cpu:
+        out.append(figure(plots.cpu("Load driver CPU", [c.utilization for c in load.cpu]),
+                          "past 90 % of a core the driver, not the server, limits the figures"))
+    return out
+
+
+def _extend(lines: list[plots.Line]) -> list[plots.Line]:
+    """Steps drawn 'post' need the end of the last second too."""
+    out = []
+    for line in lines:
+        if line.x:
+            out.append(plots.Line(line.label, [*line.x, line.x[-1] + 1], [*line.y, line.y[-1]], line.style,
+                                  line.color))
+        else:
+            out.append(line)
+    return out
+
+
+def fault_marks(fault: FaultRecord | None, load_start: float | None) -> list[plots.Mark]:
+    """The fault and its recoveries, in seconds since the load started."""
+    if fault is None or not fault.injected:
+        return []
+    if fault.at is not None and load_start is not None:
+        at = fault.at - load_start
+    else:  # older results: the planned offset, 'kill-worker@2'
+        try:
+            at = float(fault.fault.partition("@")[2])
+        except ValueError:
+            return []
+    marks = [plots.Mark(at, f"{fault.fault}: {fault.target} killed")]
+    for value, label, color in ((fault.ready_after_s, "restarted, ready", "#9467bd"),
+                                (fault.accepting_again_s, "accepting again", "#ff7f0e"),
+                                (fault.executing_again_s, "executing again", "#2ca02c")):
+        if value is not None:
+            marks.append(plots.Mark(at + value, f"{label} (+{value:.1f} s)", color=color, style=":"))
+    return marks

@@ -1,0 +1,225 @@
+"""The HTML report's plots: matplotlib figures written as inline SVG (no file, no network, no JS runtime).
+
+Every function returns one ``<svg>`` element as text. The Figure API is used without pyplot, so no
+GUI backend and no global figure state is involved; text stays text in the SVG (selectable, small).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import matplotlib
+
+matplotlib.use("Agg")  # never a GUI backend, whatever the environment says
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter
+
+from taskbench.histogram import Histogram
+
+matplotlib.rcParams.update({
+    "svg.fonttype": "none",  # text as <text>, not paths
+    "svg.hashsalt": "taskbench",  # stable ids: the same result gives the same file
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "legend.frameon": False,
+})
+
+WIDTH, HEIGHT = 6.4, 2.8  # inches; the page scales the SVG to its column
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+
+
+@dataclass
+class Line:
+    label: str
+    x: Sequence[float]
+    y: Sequence[float]
+    style: str = "-"
+    color: str | None = None
+
+
+@dataclass
+class Mark:
+    """A vertical line on a timeline (a fault, a recovery), with its label."""
+
+    x: float
+    label: str
+    color: str = "#d62728"
+    style: str = "--"
+
+
+@dataclass
+class Bar:
+    label: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    article: float | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def _svg(fig: Figure, css_class: str) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    text = buf.getvalue()
+    start = text.index("<svg")
+    svg = text[start:]
+    # scale with the page: drop the fixed size, keep the viewBox
+    svg = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', rf'<svg\1 class="{css_class}"', svg, count=1)
+    return svg
+
+
+def _figure(height: float = HEIGHT) -> Figure:
+    return Figure(figsize=(WIDTH, height), layout="constrained")
+
+
+def timeline(title: str, lines: list[Line], ylabel: str, *, marks: Sequence[Mark] = (),
+             right: list[Line] | None = None, right_label: str = "") -> str:
+    """Values per second over the run; ``marks`` are vertical lines (a fault and its recovery)."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    for i, line in enumerate(lines):
+        ax.plot(line.x, line.y, line.style, label=line.label, color=line.color or COLORS[i % len(COLORS)],
+                linewidth=1.5, drawstyle="steps-post" if len(line.x) > 1 else "default", marker="." if
+                len(line.x) <= 2 else None)
+    ax.set_title(title, loc="left")
+    ax.set_xlabel("seconds since the load started")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(left=0)
+    for mark in marks:
+        ax.axvline(mark.x, color=mark.color, linestyle=mark.style, linewidth=1.2, label=mark.label)
+    if marks:
+        ax.set_xlim(right=max(ax.get_xlim()[1], max(m.x for m in marks) * 1.05 + 0.1))
+    handles, labels = ax.get_legend_handles_labels()
+    if right:
+        ax2 = ax.twinx()
+        ax2.grid(False)
+        for line in right:
+            ax2.plot(line.x, line.y, ":", label=line.label, color=line.color or "#7f7f7f", drawstyle="steps-post")
+        ax2.set_ylabel(right_label)
+        ax2.set_ylim(bottom=0)
+        h2, l2 = ax2.get_legend_handles_labels()
+        handles, labels = handles + h2, labels + l2
+    if labels:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.12 if right else 1.0, 1.0), fontsize=8)
+    return _svg(fig, "plot timeline")
+
+
+# the percentile axis of the classic HDR plot: x = 1 / (1 - q), labelled as percentiles
+_NINES = [0.0, 90.0, 99.0, 99.9, 99.99, 99.999]
+
+
+def _nines(q: float) -> float:
+    return 1.0 / max(1e-6, 1.0 - q / 100.0)
+
+
+def percentiles(title: str, histograms: list[tuple[str, Histogram]], unit: str = "ms") -> str:
+    """Latency by percentile (the HdrHistogram plot): where the tail bends is where the trouble is."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    top = 99.9
+    for i, (label, hist) in enumerate(histograms):
+        if hist.count == 0:
+            continue
+        # up to the percentile that still has one observation beyond it
+        last = 100.0 * (1.0 - 1.0 / hist.count) if hist.count > 1 else 0.0
+        top = max(top, min(99.999, last))
+        qs = [100.0 * (1.0 - 10 ** (-k / 20)) for k in range(0, 101)]
+        qs = [q for q in qs if q <= max(last, 0.0)] or [0.0]
+        xs = [_nines(q) for q in qs] + [_nines(min(99.9999, last + (100 - last) / 2))]
+        ys = [hist.percentile(q) / 1000.0 for q in qs] + [hist.max / 1000.0]
+        ax.plot(xs, ys, label=label, color=COLORS[i % len(COLORS)], linewidth=1.5)
+    ax.set_xscale("log")
+    ticks = [q for q in _NINES if q <= top + 1e-9]
+    ax.xaxis.set_major_locator(FixedLocator([_nines(q) for q in ticks]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{100.0 * (1.0 - 1.0 / x):g}%"))
+    ax.xaxis.set_minor_locator(FixedLocator([]))
+    ax.set_xlim(1.0, _nines(top) * 2)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, loc="left")
+    ax.set_xlabel("percentile")
+    ax.set_ylabel(unit)
+    if len(histograms) > 1 or histograms:
+        ax.legend(loc="upper left", fontsize=8)
+    return _svg(fig, "plot percentiles")
+
+
+def distribution(title: str, histograms: list[tuple[str, Histogram]], unit: str = "ms", bins: int = 40) -> str:
+    """How many observations at each value, on a log axis (the HDR buckets, regrouped)."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    found = [h for _, h in histograms if h.count]
+    if found:
+        low = max(1.0, min(h.min for h in found))
+        high = max(low * 1.01, max(h.max for h in found) + 1)
+        edges = [low * (high / low) ** (i / bins) for i in range(bins + 1)]
+        for i, (label, hist) in enumerate(histograms):
+            counts = [0] * bins
+            for b_low, b_high, count in hist.buckets():
+                mid = max(low, min(high * 0.999, (b_low + b_high) / 2))
+                idx = min(bins - 1, int(bins * math.log(mid / low) / math.log(high / low)))
+                counts[idx] += count
+            ax.stairs(counts, [e / 1000.0 for e in edges], label=label, color=COLORS[i % len(COLORS)],
+                      fill=len(histograms) == 1, alpha=0.6 if len(histograms) == 1 else 1.0)
+        ax.set_xscale("log")
+    ax.set_title(title, loc="left")
+    ax.set_xlabel(unit + " (log scale)")
+    ax.set_ylabel("tasks")
+    ax.legend(loc="upper right", fontsize=8)
+    return _svg(fig, "plot distribution")
+
+
+def bars(title: str, items: list[Bar], ylabel: str, *, article_label: str = "article") -> str:
+    """One bar per case, the spread of repeated runs as an error bar, the article's figure beside it."""
+    height = 1.0 + (0.5 if any(b.article is not None for b in items) else 0.3) * len(items)
+    fig = _figure(height)
+    ax = fig.add_subplot()
+    with_article = any(b.article is not None for b in items)
+    size = 0.4 if with_article else 0.7
+    ys = list(range(len(items)))
+    ours = [b.value or 0.0 for b in items]
+    err_low = [max(0.0, (b.value or 0.0) - b.low) if b.low is not None else 0.0 for b in items]
+    err_high = [max(0.0, b.high - (b.value or 0.0)) if b.high is not None else 0.0 for b in items]
+    offset = size / 2 if with_article else 0.0
+    ax.barh([y - offset for y in ys], ours, height=size, color=COLORS[0], label="ours",
+            xerr=[err_low, err_high], error_kw={"ecolor": "#333", "capsize": 3, "linewidth": 1})
+    if with_article:
+        ax.barh([y + offset for y in ys], [b.article or 0.0 for b in items], height=size, color="#bbbbbb",
+                label=article_label, hatch="//", edgecolor="#888")
+    for y, b in zip(ys, items, strict=True):
+        if b.value is not None:
+            ax.annotate(f"{b.value:,.0f}" if b.value >= 10 else f"{b.value:.1f}", (b.high or b.value, y - offset),
+                        xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.set_yticks(ys, [b.label for b in items])
+    ax.invert_yaxis()
+    ax.set_xlabel(ylabel)
+    ax.set_title(title, loc="left")
+    ax.grid(axis="y", visible=False)
+    if with_article or any(b.low is not None for b in items):
+        ax.legend(loc="lower right", fontsize=8)
+    return _svg(fig, "plot bars")
+
+
+def cpu(title: str, utilizations: list[float], *, threshold: float = 0.9) -> str:
+    """The load driver's processes: share of one core each used; past the line the driver limits the figure."""
+    fig = _figure(max(1.4, 0.8 + 0.3 * len(utilizations)))
+    ax = fig.add_subplot()
+    ys = list(range(len(utilizations)))
+    colors = ["#d62728" if u >= threshold else COLORS[2] for u in utilizations]
+    ax.barh(ys, [100 * u for u in utilizations], color=colors, height=0.6)
+    ax.axvline(100 * threshold, color="#d62728", linestyle="--", linewidth=1, label="saturated")
+    ax.set_yticks(ys, [f"driver {i}" for i in ys])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of one core")
+    ax.set_title(title, loc="left")
+    ax.legend(loc="lower right", fontsize=8)
+    return _svg(fig, "plot cpu")

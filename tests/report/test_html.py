@@ -1,0 +1,61 @@
+"""The HTML report of every kind of result: self-contained, every plot drawn, the table sortable."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from taskbench.report.html import render
+from taskbench.results import load
+from tests.report.synthetic import queue_run
+
+SAMPLES = sorted((Path(__file__).parent.parent / "results" / "samples").glob("*.json"))
+# plots per sample: the timeline, the percentiles, the end-to-end distribution, the driver's CPU per case
+EXPECTED_PLOTS = {"v1-run-fault": 8, "v1-scenario-queue": 4 + 2, "v1-scenario-http": 3 + 2,
+                  "v1-scenario-celery": 1}
+
+
+def self_contained(page: str) -> None:
+    """Nothing is fetched: no external script, style, image or font (the SVG namespace is a name, not a fetch)."""
+    assert not re.search(r"<(script|img|link|iframe)[^>]+(src|href)=", page)
+    assert "url(http" not in page and "@import" not in page
+    assert "xlink:href=\"http" not in page
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])
+def test_every_sample_renders_to_one_page(path: Path) -> None:
+    result = load(path)
+    page = render(result)
+    self_contained(page)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert '<table class="sortable">' in page
+    assert page.count('<svg') == EXPECTED_PLOTS[path.stem]
+    assert result.run_id in page
+    for case in result.cases:
+        assert case.name in page
+    for backend in result.environments:
+        assert backend in page
+
+
+def test_a_run_shows_the_drain_curve_the_fault_and_the_versions() -> None:
+    page = render(queue_run(fault=True))
+    assert "executed tasks/s" in page  # the drain as a curve
+    assert "kill-worker@2: worker-0 killed" in page and "executing again (+2.5 s)" in page
+    assert "arq 0.26.3" in page  # the backend's library version in the header
+    assert "load.users" in page  # the run's parameters
+    assert "not recorded" not in page
+
+
+def test_the_sample_without_executed_per_second_says_so() -> None:
+    page = render(load(Path(__file__).parent.parent / "results" / "samples" / "v1-run-fault.json"))
+    assert "executed tasks per second: not recorded" in page
+
+
+def test_scenario_bars_carry_the_article_and_the_spread() -> None:
+    samples = Path(__file__).parent.parent / "results" / "samples"
+    queue = render(load(samples / "v1-scenario-queue.json"))
+    assert "article" in queue and "RPS per case" in queue
+    http = render(load(samples / "v1-scenario-http.json"))
+    assert "3: 2244–4694" in http  # the spread of three runs, in the table
