@@ -15,7 +15,10 @@ import redis
 
 from taskbench import backends
 from taskbench.harness.envs import ensure_env
+from taskbench.harness.processes import ProcessSet
 from taskbench.harness.redis_server import EmbeddedRedis
+from taskbench.ledger import Ledger, audit
+from taskbench.wait import wait_until
 from tests.helpers import request, served
 
 URL = "/api/v1/incr/io/simple/arq"
@@ -78,3 +81,36 @@ def test_a_stalled_broker_gets_503_outcome_unknown(arq_api: int, private_redis: 
         assert time.monotonic() < deadline, "the API did not recover after the stall"
         time.sleep(0.1)
     assert request(arq_api, "POST", URL, '{"task_id": "after"}')[0] == 202
+
+
+def test_an_unknown_outcome_that_ran_is_counted_unexpected(tmp_path: Path, private_redis: EmbeddedRedis,
+                                                           run_id: str) -> None:
+    """SAQ's enqueue is one script: sent to a frozen Redis, it runs when Redis wakes although the
+    client got a 503 at the deadline. That is what the 503's "outcome is unknown" means, and the
+    audit counts the id as unexpected (recovered), not as lost or as an error of the audit."""
+    python = str(ensure_env(backends.info("saq").extra, quiet=True))
+    env = {"TASKBENCH_BACKEND": "saq", "TASKBENCH_REDIS_URL": private_redis.url, "TASKBENCH_RUN_ID": run_id,
+           "TASKBENCH_ENQUEUE_TIMEOUT": "1.0"}
+    saq_url = "/api/v1/incr/io/simple/saq"
+    ledger = Ledger(f"taskbench:{run_id}:")
+    conn = redis.Redis.from_url(private_redis.url)
+    with ProcessSet({**os.environ, **env}) as procs:
+        procs.start("worker", [python, "-m", "taskbench", "worker"], tmp_path / "worker.log")
+        wait_until(lambda: conn.hlen(f"taskbench:{run_id}:ready") >= 1, 60, what="the saq worker")
+        with served(tmp_path, env, python=python) as port:
+            assert request(port, "POST", saq_url, '{"task_id": "before"}')[0] == 202  # a warm connection
+            os.kill(private_redis.proc.pid, signal.SIGSTOP)
+            try:
+                status, answer = request(port, "POST", saq_url, '{"task_id": "unknown"}')
+            finally:
+                time.sleep(0.5)
+                os.kill(private_redis.proc.pid, signal.SIGCONT)
+            assert status == 503 and "outcome is unknown" in answer["detail"], answer
+            wait_until(lambda: ledger.executed_count(conn) >= 2, 30, what="both tasks to run")
+    rows = ledger.rows(conn)
+    conn.close()
+    report = audit(["before"], rows.counts, rows.times, failed_ids=["unknown"], corrupt=rows.corrupt)
+    categories = report.to_model().categories
+    assert (categories.attempted, categories.ok, categories.lost, categories.unexpected,
+            categories.recovered) == (2, 1, 0, 1, 1)
+    assert categories.unexpected_ids == ["unknown"]
