@@ -21,8 +21,6 @@ from taskbench.ledger import Ledger, audit
 from taskbench.wait import wait_until
 from tests.helpers import request, served
 
-URL = "/api/v1/incr/io/simple/arq"
-
 
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
@@ -36,12 +34,14 @@ def private_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
 
 
 @pytest.fixture
-def arq_api(tmp_path: Path, private_redis: EmbeddedRedis, run_id: str) -> Iterator[int]:
-    python = str(ensure_env(backends.info("arq").extra, quiet=True))
-    env = {"TASKBENCH_BACKEND": "arq", "TASKBENCH_REDIS_URL": private_redis.url, "TASKBENCH_RUN_ID": run_id,
+def stalled_api(request: pytest.FixtureRequest, tmp_path: Path, private_redis: EmbeddedRedis,
+                run_id: str) -> Iterator[tuple[str, int]]:
+    backend = request.param
+    python = str(ensure_env(backends.info(backend).extra, quiet=True))
+    env = {"TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": private_redis.url, "TASKBENCH_RUN_ID": run_id,
            "TASKBENCH_ENQUEUE_TIMEOUT": "1.0"}
     with served(tmp_path, env, python=python) as port:
-        yield port
+        yield backend, port
 
 
 def _timed(port: int, method: str, path: str, body: str | None = None) -> tuple[int, object, float]:
@@ -50,11 +50,15 @@ def _timed(port: int, method: str, path: str, body: str | None = None) -> tuple[
     return status, answer, time.monotonic() - start
 
 
-@pytest.mark.parametrize("stall", ["sigstop", "client-pause"])
-def test_a_stalled_broker_gets_503_outcome_unknown(arq_api: int, private_redis: EmbeddedRedis,
+@pytest.mark.parametrize(("stalled_api", "stall"), [("arq", "sigstop"), ("arq", "client-pause"),
+                                                     ("celery", "sigstop")], indirect=["stalled_api"])
+def test_a_stalled_broker_gets_503_outcome_unknown(stalled_api: tuple[str, int], private_redis: EmbeddedRedis,
                                                    stall: str) -> None:
-    assert request(arq_api, "POST", URL, '{"task_id": "before"}')[0] == 202
-    status, answer, _ = _timed(arq_api, "GET", "/health")
+    """The issue saw arq and Celery hold the request for as long as Redis was paused, then 202."""
+    backend, api = stalled_api
+    url = f"/api/v1/incr/io/simple/{backend}"
+    assert request(api, "POST", url, '{"task_id": "before"}')[0] == 202
+    status, answer, _ = _timed(api, "GET", "/health")
     assert (status, answer["redis"]) == (200, "ok")  # type: ignore[index]
     admin = redis.Redis.from_url(private_redis.url)
     if stall == "sigstop":
@@ -62,11 +66,11 @@ def test_a_stalled_broker_gets_503_outcome_unknown(arq_api: int, private_redis: 
     else:
         admin.execute_command("CLIENT", "PAUSE", 4000, "ALL")
     try:
-        status, answer, took = _timed(arq_api, "POST", URL, '{"task_id": "during"}')
+        status, answer, took = _timed(api, "POST", url, '{"task_id": "during"}')
         assert status == 503, answer
         assert "did not finish within 1 s: the outcome is unknown" in answer["detail"]  # type: ignore[index]
         assert took < 3.0
-        status, answer, took = _timed(arq_api, "GET", "/health")
+        status, answer, took = _timed(api, "GET", "/health")
         assert status == 503
         assert "did not answer a PING within 1 s" in answer["detail"]  # type: ignore[index]
         assert took < 3.0
@@ -77,10 +81,10 @@ def test_a_stalled_broker_gets_503_outcome_unknown(arq_api: int, private_redis: 
             admin.execute_command("CLIENT", "UNPAUSE")
         admin.close()
     deadline = time.monotonic() + 10
-    while request(arq_api, "GET", "/health")[0] != 200:
+    while request(api, "GET", "/health")[0] != 200:
         assert time.monotonic() < deadline, "the API did not recover after the stall"
         time.sleep(0.1)
-    assert request(arq_api, "POST", URL, '{"task_id": "after"}')[0] == 202
+    assert request(api, "POST", url, '{"task_id": "after"}')[0] == 202
 
 
 def test_an_unknown_outcome_that_ran_is_counted_unexpected(tmp_path: Path, private_redis: EmbeddedRedis,
