@@ -15,9 +15,8 @@ from typing import Any
 import psutil
 from click.testing import Result
 
-from taskbench.harness.processes import ProcessSet
-from taskbench.net import free_port
-from taskbench.wait import wait_until
+from taskbench.harness.stack import Stack
+from taskbench.net import free_port, healthy
 
 
 def request(port: int, method: str, path: str, body: bytes | str | None = None,
@@ -37,19 +36,12 @@ def request(port: int, method: str, path: str, body: bytes | str | None = None,
 
 @contextmanager
 def served(tmp: Path, env: dict[str, str], python: str = sys.executable) -> Iterator[int]:
-    """Run ``taskbench serve`` with these TASKBENCH_* variables; yield its port."""
+    """Run ``taskbench serve`` with these TASKBENCH_* variables (through the harness's Stack); yield its port."""
     port = free_port()
-    with ProcessSet({**os.environ, **env}, stop_timeout=10) as procs:
-        proc = procs.start("api", [python, "-m", "taskbench", "serve", "--port", str(port)],
-                           tmp / "api.log")
-        def healthy() -> bool:
-            try:
-                return request(port, "GET", "/health")[0] == 200
-            except OSError:
-                return False
-
-        wait_until(healthy, 30, what=f"the API's /health on port {port}",
-                   abort=lambda: None if proc.alive() else f"API exited: {proc.tail()}")
+    with Stack({**os.environ, **env}, name=f"test-api-{port}", stop_timeout=10) as stack:
+        stack.start("api", [python, "-m", "taskbench", "serve", "--port", str(port)], tmp / "api.log")
+        stack.wait_ready(lambda: healthy(port), timeout=30,
+                         what=f"the API on port {port} to answer /health (log: {tmp / 'api.log'})")
         yield port
 
 

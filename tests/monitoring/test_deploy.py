@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -21,6 +23,20 @@ DEPLOY = Path(__file__).parents[2] / "deploy"
 def compose() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
     return data
+
+
+@pytest.fixture(scope="module")
+def prometheus() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    return data
+
+
+def _renderer() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("render_prometheus", DEPLOY / "render_prometheus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _commands() -> set[str]:
@@ -53,8 +69,46 @@ def test_every_backend_has_an_api_and_workers(compose: dict[str, Any]) -> None:
         assert api["environment"]["TASKBENCH_BACKEND"] == name
         if backends.info(name).has_worker:
             worker = services[f"worker-{name}"]
+            assert worker["build"]["args"]["BACKEND"] == backends.info(name).extra
+            assert worker["environment"]["TASKBENCH_BACKEND"] == name
+            assert worker["environment"]["TASKBENCH_RUN_ID"] == api["environment"]["TASKBENCH_RUN_ID"]
             assert worker["deploy"]["replicas"] >= 2
             assert worker["environment"]["TASKBENCH_METRICS_PORT"] == "9100"
+            assert f"api-{name}" in worker["depends_on"]
+        else:
+            assert f"worker-{name}" not in services, "a backend without workers has no worker service"
+    # and nothing else: a service per backend names a registered one
+    per_backend = {n.split("-", 1)[1] for n in services if n.startswith(("api-", "worker-"))}
+    assert per_backend == set(backends.available())
+
+
+def test_every_backend_has_its_prometheus_jobs(prometheus: dict[str, Any]) -> None:
+    jobs = {job["job_name"]: job for job in prometheus["scrape_configs"]}
+    for name in backends.available():
+        components = ["api", "worker"] if backends.info(name).has_worker else ["api"]
+        for component in components:
+            job = jobs[f"{component}-{name}"]
+            labels = ([s["labels"] for s in job.get("static_configs", [])]
+                      or [{r["target_label"]: r["replacement"] for r in job["relabel_configs"]}])
+            assert labels == [{"backend": name, "component": component}], job
+
+
+def test_prometheus_yml_is_rendered_from_the_compose_file() -> None:
+    """prometheus.yml is generated: a backend is added in the compose file only."""
+    expected = _renderer().render((DEPLOY / "docker-compose.yml").read_text())
+    assert (DEPLOY / "prometheus.yml").read_text() == expected, (
+        "deploy/prometheus.yml is out of date: run python deploy/render_prometheus.py"
+    )
+
+
+def test_compose_services_come_from_the_templates() -> None:
+    """Every API and worker service merges its template (``<<: *api`` / ``<<: *worker``)."""
+    text = (DEPLOY / "docker-compose.yml").read_text()
+    blocks = re.findall(r"^  ((?:api|worker)-[\w-]+):\n((?:    .*\n)+)", text, flags=re.MULTILINE)
+    assert blocks
+    for name, body in blocks:
+        template = name.split("-", 1)[0]
+        assert f"<<: *{template}\n" in body, f"{name} does not merge the x-{template} template"
 
 
 def test_published_ports_are_loopback_and_distinct(compose: dict[str, Any]) -> None:
@@ -84,8 +138,9 @@ def test_mounted_files_exist(compose: dict[str, Any]) -> None:
             assert (DEPLOY / service["build"]["context"] / service["build"]["dockerfile"]).is_file()
 
 
-def test_prometheus_scrapes_every_api_and_worker_service(compose: dict[str, Any]) -> None:
-    config = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+def test_prometheus_scrapes_every_api_and_worker_service(compose: dict[str, Any],
+                                                          prometheus: dict[str, Any]) -> None:
+    config = prometheus
     services = compose["services"]
     scraped: set[str] = set()
     for job in config["scrape_configs"]:

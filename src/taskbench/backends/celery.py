@@ -143,7 +143,7 @@ class CeleryBackend:
         def run(payload: dict[str, Any]) -> None:
             execute(payload)  # a pool thread: the task runs on the process's loop
 
-        ready, done = asyncio.Event(), asyncio.Event()
+        ready, done, stopped = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
         def on_ready(_: Any) -> None:  # the consumer is consuming
             loop.call_soon_threadsafe(ready.set)
@@ -166,9 +166,15 @@ class CeleryBackend:
             finally:
                 loop.call_soon_threadsafe(done.set)
 
+        def halt() -> None:
+            try:
+                worker.stop()
+            finally:
+                loop.call_soon_threadsafe(stopped.set)
+
         def stop() -> None:
             # warm shutdown blocks until running tasks finish, and they need this loop: not here
-            threading.Thread(target=worker.stop, name="taskbench-celery-stop", daemon=True).start()
+            threading.Thread(target=halt, name="taskbench-celery-stop", daemon=True).start()
 
         threading.Thread(target=serve, name="taskbench-celery-worker", daemon=True).start()
         with stop_requested(stop) as stopping:
@@ -177,9 +183,13 @@ class CeleryBackend:
                 raise RuntimeError("the Celery worker stopped during start-up (see its log)")
             await ctx.ready()
             await _first(done, stopping)
-            # running tasks may finish within the stop timeout; what is left is redelivered
+            # Running tasks may finish within the stop timeout; what is left is redelivered. The
+            # consumer thread returns as soon as it stops consuming, before the pool's warm shutdown
+            # has let the running tasks finish: wait for the stop itself, or leaving would end this
+            # loop under the tasks (they would fail with CancelledError and be acknowledged).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), settings.shutdown_timeout)
+                await asyncio.wait_for(stopped.wait() if stopping.is_set() else done.wait(),
+                                       settings.shutdown_timeout)
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
         if settings.broker != "redis":

@@ -1,0 +1,451 @@
+"""The conformance suite every backend passes, on every broker it names, before any benchmark uses it.
+
+The cases come from the registry: every available backend of ``taskbench.backends.REGISTRY`` times
+each broker in its ``BackendInfo.brokers``, so a new backend (one module plus one registry entry)
+is tested without a new test file; ``test_every_registered_backend_has_a_conformance_run`` fails
+otherwise. What a test may expect of a backend (worker processes, redelivery) comes from the
+registry too. Processes run in the backend's own environment, exactly as in a benchmark run.
+
+A case's processes are shared where a test needs no fresh ones: the tests that run with the default
+settings use one API (and the workers the previous test left running), the two fault tests another
+API with a slow task, both APIs started (and stopped) side by side; each test checks only its own
+task ids in the shared ledger. A broker server
+that is not reachable (RabbitMQ 127.0.0.1:5672, NATS 127.0.0.1:4222, or ``TASKBENCH_TEST_RABBITMQ_URL``
+/ ``TASKBENCH_TEST_NATS_URL``) skips its cases with the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+
+from taskbench import backends
+from taskbench.harness import HarnessError
+from taskbench.harness.envs import ensure_env
+from taskbench.harness.processes import Managed
+from taskbench.harness.redis_server import check_broker
+from taskbench.harness.scrape import scrape
+from taskbench.harness.stack import Stack as Processes
+from taskbench.ledger import Ledger
+from taskbench.messages import WORKLOADS
+from taskbench.settings import DEFAULT_BROKER_URLS
+from taskbench.wait import wait_until
+from tests.helpers import request, served
+
+ROOT = Path(__file__).parents[2]
+BACKENDS_DIR = ROOT / "src" / "taskbench" / "backends"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One backend on one broker."""
+
+    backend: str
+    broker: str
+    #: the broker's URL when not the local default (``TASKBENCH_TEST_RABBITMQ_URL``, ``..._NATS_URL``)
+    broker_url: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.backend}-{self.broker}"
+
+    @property
+    def meta(self) -> backends.BackendInfo:
+        return backends.info(self.backend)
+
+
+def cases() -> list[Case]:
+    """Every available backend on every broker it names, in registry order."""
+    return [Case(name, broker) for name in backends.available() for broker in backends.info(name).brokers]
+
+
+CASES = cases()
+
+#: the fault tests' task: long enough that a kill or a stop lands inside it once it is seen running
+SLOW_TASK = 2.0
+#: the SIGTERM test's task (a worker-side setting): the stop needs no margin, it waits for the task
+SIGTERM_TASK = 1.0
+#: their task timeout, well above the task: a redelivered copy that a busy machine starts or acks a
+#: second late would otherwise be redelivered once more (at-least-once, not a bug)
+SLOW_TASK_TIMEOUT = 5
+
+class Stack:
+    """The API and the workers of one case, started and stopped by the tests."""
+
+    def __init__(self, case: Case, python: str, env: dict[str, str], tmp: Path, port: int) -> None:
+        self.case = case
+        self.backend = case.backend
+        self.python = python
+        self.env = env
+        self.tmp = tmp
+        self.port = port
+        self.procs = Processes({**os.environ, **env}, name=env["TASKBENCH_RUN_ID"], stop_timeout=15)
+        self.prefix = f"taskbench:{env['TASKBENCH_RUN_ID']}:"
+        self.ledger = Ledger(self.prefix)
+        self.client = redis.Redis.from_url(env["TASKBENCH_REDIS_URL"])
+        self.workers: list[Managed] = []  # running ones (a killed or stopped worker leaves the list)
+        self._started = 0
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def start_worker(self, **settings: object) -> Managed:
+        """A worker of the stack's settings, ``settings`` overriding some (worker-side ones only)."""
+        index = self._started
+        self._started += 1
+        proc = self.procs.start(f"worker-{index}", [self.python, "-m", "taskbench", "worker"],
+                                self.tmp / f"worker-{index}.log", env=_env(settings))
+        wait_until(lambda: self.client.hexists(f"{self.prefix}ready", f"worker:{proc.pid}"), 60,
+                   what=f"worker-{index} ready: {proc.log_path}",
+                   abort=lambda: None if proc.alive() else f"worker exited: {proc.tail()}")
+        self.workers.append(proc)
+        return proc
+
+    def ensure_workers(self, n: int) -> list[Managed]:
+        """At least ``n`` running workers (those a previous test left running count)."""
+        self.workers = [w for w in self.workers if w.alive()]
+        while len(self.workers) < n:
+            self.start_worker()
+        return self.workers
+
+    def stop(self, worker: Managed, timeout: float = 30) -> int | None:
+        self.workers.remove(worker)
+        return worker.stop(timeout=timeout)
+
+    def stop_workers(self) -> None:
+        """SIGTERM every worker (at once) and wait: what they held is finished or back in the broker."""
+        workers, self.workers = self.workers, []
+        with ThreadPoolExecutor(max(1, len(workers))) as pool:
+            codes = list(pool.map(lambda w: w.stop(timeout=30), workers))
+        for worker, code in zip(workers, codes, strict=True):
+            assert code in (0, -15), f"{worker.name} exit code {code}: {worker.tail()}"
+
+    def kill(self, worker: Managed) -> None:
+        self.workers.remove(worker)
+        worker.popen.kill()  # type: ignore[union-attr]
+        worker.popen.wait()  # type: ignore[union-attr]
+
+    def in_progress(self, worker: Managed) -> float:
+        """The worker's ``taskbench_tasks_in_progress`` (its pool children included), from its /metrics."""
+        url = self.client.hget(f"{self.prefix}metrics", f"worker:{worker.pid}")
+        assert url is not None, f"{worker.name} registered no /metrics URL"
+        return scrape(url.decode())["taskbench_tasks_in_progress"]
+
+    def _dead_worker(self) -> str | None:
+        dead = [w for w in self.workers if not w.alive()]
+        return f"{dead[0].name} exited: {dead[0].tail()}" if dead else None
+
+    # -- tasks ----------------------------------------------------------------------------------
+
+    def post(self, task_id: str, workload: str = "io/simple") -> None:
+        status, body = request(self.port, "POST", f"/api/v1/incr/{workload}/{self.backend}",
+                               json.dumps({"task_id": task_id}))
+        assert status == 202, body
+
+    def post_many(self, ids: list[str], workload: str = "io/simple") -> None:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda t: self.post(t, workload), ids))
+
+    def counts(self, ids: list[str]) -> dict[str, int]:
+        """How often each of ``ids`` ran (those that never ran are absent)."""
+        if not ids:
+            return {}
+        values = self.client.hmget(self.ledger.count_key, ids)
+        return {t: int(v) for t, v in zip(ids, values, strict=True) if v is not None}
+
+    def wait_executed(self, ids: list[str], timeout: float = 60) -> dict[str, int]:
+        """Wait until every one of ``ids`` ran (or a worker died, or the timeout); return their counts."""
+        wait_until(lambda: not self.ledger.unseen(self.client, ids), timeout,
+                   what=f"{len(ids)} tasks executed", abort=self._dead_worker, raise_on_timeout=False)
+        return self.counts(ids)
+
+
+def _env(settings: dict[str, object]) -> dict[str, str]:
+    return {f"TASKBENCH_{k.upper()}": str(v) for k, v in settings.items()}
+
+
+@contextmanager
+def open_stack(case: Case, python: str, redis_url: str, tmp: Path, **settings: object) -> Iterator[Stack]:
+    """An API of ``case`` with these TASKBENCH_* settings; afterwards every process stops and the
+    run's keys, queues and streams are deleted."""
+    run_id = f"test-{uuid.uuid4().hex[:12]}"
+    env = {
+        "TASKBENCH_BACKEND": case.backend,
+        "TASKBENCH_REDIS_URL": redis_url,
+        "TASKBENCH_RUN_ID": run_id,
+        "TASKBENCH_BROKER": case.broker,
+        "TASKBENCH_CPU_ITERATIONS": "10000",
+        **({"TASKBENCH_BROKER_URL": case.broker_url} if case.broker_url else {}),
+        **_env(settings),
+    }
+    tmp.mkdir(parents=True, exist_ok=True)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        with served(tmp, env, python=python) as port:
+            st = Stack(case, python, env, tmp, port)
+            try:
+                yield st
+            finally:
+                st.procs.stop()
+                st.client.close()
+    finally:
+        # after every process of the stack stopped, the API included: nothing can write any more
+        if case.broker != "redis":
+            subprocess.run([python, "-m", "taskbench", "purge"], env={**os.environ, **env},
+                           check=True, timeout=60, capture_output=True)
+        keys = list(client.scan_iter(match=f"taskbench:{run_id}:*"))
+        for pattern in case.meta.owned_key_patterns(run_id):
+            keys += list(client.scan_iter(match=pattern))
+        if keys:
+            client.unlink(*keys)
+        client.close()
+
+
+# -- fixtures: one case at a time (pytest groups the tests by the module-scoped parameter) ----------
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[c.id for c in CASES])
+def case(request: pytest.FixtureRequest) -> Case:
+    selected: Case = request.param
+    if selected.broker != "redis":
+        url = os.environ.get(f"TASKBENCH_TEST_{selected.broker.upper()}_URL")
+        try:
+            check_broker(selected.broker, url or DEFAULT_BROKER_URLS[selected.broker], timeout=2.0)
+        except HarnessError as exc:
+            pytest.skip(f"{selected.id}: {exc}")
+        selected = dataclasses.replace(selected, broker_url=url)
+    return selected
+
+
+@pytest.fixture(scope="module")
+def python(case: Case) -> str:
+    return str(ensure_env(case.meta.extra, quiet=True))
+
+
+@contextmanager
+def open_stacks(case: Case, python: str, redis_url: str, tmp: Path,
+                specs: dict[str, dict[str, object]]) -> Iterator[dict[str, Stack]]:
+    """Several stacks of one case (name -> settings), started side by side and stopped side by side."""
+    managers = {name: open_stack(case, python, redis_url, tmp / name, **settings)
+                for name, settings in specs.items()}
+    opened: dict[str, Stack] = {}
+    failures: list[BaseException] = []
+    with ThreadPoolExecutor(len(managers)) as pool:
+        futures = {name: pool.submit(cm.__enter__) for name, cm in managers.items()}
+        for name, future in futures.items():
+            try:
+                opened[name] = future.result()
+            except BaseException as exc:  # the others are still closed below
+                failures.append(exc)
+
+    def close(name: str) -> None:
+        managers[name].__exit__(None, None, None)
+
+    try:
+        if failures:
+            raise failures[0]
+        yield opened
+    finally:
+        with ThreadPoolExecutor(max(1, len(opened))) as pool:
+            list(pool.map(close, opened))
+
+
+@pytest.fixture(scope="module")
+def stacks(case: Case, python: str, redis_url: str,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack]]:
+    """The case's APIs: ``default`` settings, shared by the tests that need nothing else, and
+    ``faults`` for the SIGTERM and SIGKILL tests (a slow task, a process pool of two)."""
+    specs: dict[str, dict[str, object]] = {"default": {}}
+    if case.meta.has_worker:
+        specs["faults"] = {"io_delay": SLOW_TASK, "task_timeout": SLOW_TASK_TIMEOUT,
+                           "shutdown_timeout": 5, "processes": 2}
+    with open_stacks(case, python, redis_url, tmp_path_factory.mktemp(case.id), specs) as opened:
+        yield opened
+
+
+@pytest.fixture
+def stack(stacks: dict[str, Stack]) -> Stack:
+    return stacks["default"]
+
+
+@pytest.fixture
+def fault_stack(stacks: dict[str, Stack]) -> Stack:
+    return stacks["faults"]
+
+
+def _ids(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+# -- the suite ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_tasks_wait_for_a_worker(case: Case, stack: Stack) -> None:
+    stack.stop_workers()
+    ids = _ids("q", 10)
+    stack.post_many(ids)
+    if not case.meta.has_worker:
+        # No queue: the tasks already ran inside the API, nothing waits anywhere.
+        assert stack.wait_executed(ids) == dict.fromkeys(ids, 1)
+        return
+    # Nothing may run them without a worker. Absence has no condition to wait on: an API that ran
+    # tasks itself would do it right after the response, so a short bounded wait (ended at once by
+    # a violation) is the test.
+    ran = wait_until(lambda: stack.counts(ids), 0.5, raise_on_timeout=False)
+    assert not ran, f"tasks ran without a worker: {ran}"
+    stack.start_worker()
+    assert stack.wait_executed(ids) == dict.fromkeys(ids, 1)
+
+
+@pytest.mark.slow
+def test_every_workload_runs_once(case: Case, stack: Stack) -> None:
+    if case.meta.has_worker:
+        stack.ensure_workers(1)
+    ids = []
+    for workload in WORKLOADS:
+        batch = _ids(f"{workload.replace('/', '-')}-", 5)
+        stack.post_many(batch, workload)
+        ids += batch
+    assert stack.wait_executed(ids) == dict.fromkeys(ids, 1)
+
+
+@pytest.mark.slow
+def test_competing_workers_run_each_task_once(case: Case, stack: Stack) -> None:
+    if not case.meta.has_worker:
+        pytest.skip("no worker processes: tasks run in the API process")
+    stack.ensure_workers(2)
+    ids = _ids("c", 300)
+    stack.post_many(ids)
+    stack.wait_executed(ids)
+    # A late duplicate (one task delivered to both workers) would be running or queued now; the
+    # graceful stop waits for what the workers hold, so the ledger read after it has every copy.
+    stack.stop_workers()
+    assert stack.counts(ids) == dict.fromkeys(ids, 1)
+
+
+def _all_running(st: Stack, worker: Managed, n: int) -> None:
+    """Wait until ``worker`` runs ``n`` tasks at once: its /metrics in-progress gauge."""
+    wait_until(lambda: st.in_progress(worker) >= n, 30, what=f"{worker.name} running {n} tasks",
+               abort=lambda: None if worker.alive() else f"{worker.name} exited: {worker.tail()}")
+
+
+@pytest.mark.slow
+def test_sigterm_stops_cleanly(case: Case, request: pytest.FixtureRequest) -> None:
+    if not case.meta.has_worker:
+        pytest.skip("no worker processes")
+    st: Stack = request.getfixturevalue("fault_stack")
+    st.stop_workers()
+    worker = st.start_worker(io_delay=SIGTERM_TASK)
+    warm = _ids("p", 2)
+    st.post_many(warm, "cpu/process")  # starts the process pool
+    assert st.wait_executed(warm) == dict.fromkeys(warm, 1)
+    children = psutil.Process(worker.pid).children(recursive=True)
+    ids = _ids("s", 4)
+    st.post_many(ids)
+    _all_running(st, worker, len(ids))  # the stop lands inside the tasks
+    started = time.monotonic()
+    code = st.stop(worker)
+    elapsed = time.monotonic() - started
+    assert code in (0, -15), f"exit code {code}: {worker.tail()}"
+    assert elapsed < 10, f"took {elapsed:.1f} s to stop"
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, "the worker left child processes behind"
+    counts = st.counts(ids)
+    unfinished = [t for t in ids if t not in counts]
+    if unfinished:  # returned to the queue: a new worker must run them (within the task timeout)
+        st.start_worker()
+        counts = st.wait_executed(ids, timeout=3 * SLOW_TASK_TIMEOUT)
+    assert counts == dict.fromkeys(ids, 1), counts
+
+
+@pytest.mark.slow
+def test_sigkill_mid_task(case: Case, request: pytest.FixtureRequest) -> None:
+    """A worker killed mid-task: at-least-once backends run the task again elsewhere."""
+    if not case.meta.has_worker:
+        pytest.skip("no worker processes: a killed API loses its pending tasks (documented)")
+    st: Stack = request.getfixturevalue("fault_stack")
+    st.stop_workers()
+    victim = st.start_worker()
+    ids = _ids("k", 4)
+    st.post_many(ids)
+    _all_running(st, victim, len(ids))  # the victim has picked them up and is inside the task
+    assert st.counts(ids) == {}
+    st.kill(victim)
+    st.start_worker()
+    counts = st.wait_executed(ids, timeout=45)
+    report = {"redelivered": len(counts), "of": len(ids), "runs": {t: counts.get(t, 0) for t in ids}}
+    print(f"{case.backend} on {case.broker} SIGKILL mid-task: {report}")
+    if case.meta.redelivers:
+        assert counts == dict.fromkeys(ids, 1), report
+    else:
+        assert all(counts.get(t, 0) <= 1 for t in ids), report
+
+
+# -- the registry and the suite agree -------------------------------------------------------------
+
+
+def _modules_defining_backend() -> set[str]:
+    """Modules of ``taskbench.backends`` with a top-level ``backend = ...`` (read, not imported)."""
+    found = set()
+    for path in sorted(BACKENDS_DIR.glob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in tree.body:
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AnnAssign) else [])
+            if any(isinstance(t, ast.Name) and t.id == "backend" for t in targets):
+                found.add(path.stem)
+    return found
+
+
+def test_every_backend_module_is_registered() -> None:
+    modules = _modules_defining_backend()
+    assert modules, f"no backend module found in {BACKENDS_DIR}"
+    unregistered = modules - set(backends.REGISTRY)
+    assert not unregistered, f"backend modules missing from taskbench.backends.REGISTRY: {unregistered}"
+    assert modules >= set(backends.available())
+
+
+def test_every_broker_a_backend_names_is_known() -> None:
+    for name in backends.available():
+        brokers = backends.info(name).brokers
+        assert brokers and len(set(brokers)) == len(brokers), name
+        for broker in brokers:
+            assert broker == "redis" or broker in DEFAULT_BROKER_URLS, f"{name}: unknown broker {broker!r}"
+
+
+def test_every_registered_backend_has_a_conformance_run() -> None:
+    """Collect this module as pytest does: every suite test runs on every backend × broker."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         str(Path(__file__).relative_to(ROOT))],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    collected: dict[str, set[str]] = {}
+    for line in out.stdout.splitlines():
+        if "::" in line and "[" in line:
+            test, param = line.split("::", 1)[1].rstrip("]").split("[", 1)
+            collected.setdefault(test, set()).add(param)
+    expected = {f"{name}-{broker}" for name in backends.available() for broker in backends.info(name).brokers}
+    suite = [name for name, f in globals().items()
+             if name.startswith("test_") and "case" in inspect.signature(f).parameters]
+    assert suite and set(suite) <= set(collected), (suite, sorted(collected))
+    for test in suite:
+        missing = expected - collected[test]
+        assert not missing, f"{test} has no run for {sorted(missing)}"
