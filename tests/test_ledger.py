@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 import redis
 import redis.asyncio as aioredis
 
@@ -96,6 +97,79 @@ def test_unseen_names_accepted_tasks_not_yet_run_whatever_the_count(client: redi
     ledger.record_sync(client, "c", now, now, now)
     assert ledger.unseen(client, ["c", "d"]) == ["d"]
     assert ledger.unseen(client, []) == []
+
+
+def test_any_ledger_content_is_audited_never_raised(client: redis.Redis, run_id: str) -> None:
+    """The issue's crash: an accepted ``Infinity`` put ``inf`` in the ledger and the audit raised
+    OverflowError. Every kind of malformed row is counted as corrupt, with a sample, instead."""
+    ledger = Ledger(f"taskbench:{run_id}:")
+    now = time.time()
+    for task_id in ("good", "dup", "dup"):
+        ledger.record_sync(client, task_id, now, now, now + 0.01)
+    client.hset(ledger.count_key, mapping={
+        "inf": 1, "nan": 1, "short": 1, "words": 1, "huge": 1, "neg": 1,
+        "half": "1.5", "zero": 0, "text": "many", "no-times": 1,
+        "bad key!": 1, b"\xff\xfe": 1,
+    })
+    client.hset(ledger.times_key, mapping={
+        "inf": f"{now} {now} inf", "nan": f"nan {now} {now}", "short": f"{now} {now}",
+        "words": "a b c", "huge": f"{now} {now} 1e309", "neg": f"-1 {now} {now}",
+        "half": f"{now} {now} {now}", "zero": f"{now} {now} {now}", "text": f"{now} {now} {now}",
+        "no-count": f"{now} {now} {now}", "bad key!": f"{now} {now} {now}",
+    })
+    accepted = ["good", "dup", "inf", "nan", "half", "lost"]
+    rows = ledger.rows(client)
+    report = audit(accepted, rows.counts, rows.times, corrupt=rows.corrupt)
+    expected = {"inf", "nan", "short", "words", "huge", "neg", "half", "zero", "text", "no-times",
+                "no-count", "bad key!", "\ufffd\ufffd"}
+    assert report.corrupt == len(expected)
+    assert set(report.corrupt_ids) == expected
+    assert "not three finite unix times" in report.corrupt_ids["inf"]
+    assert "not a positive integer" in report.corrupt_ids["half"]
+    assert report.corrupt_ids["no-times"] == "a count without times"
+    assert report.corrupt_ids["no-count"] == "times without a count"
+    assert report.corrupt_ids["bad key!"] == "key is not a task id"
+    # the rest of the audit still holds: corrupt ids are neither executed, lost nor duplicated
+    assert (report.accepted, report.executed, report.lost, report.duplicated) == (3, 2, 1, 1)
+    assert report.lost_ids == ["lost"]
+    assert report.end_to_end.count == 2
+    assert not report.ok
+    model = report.to_model()
+    assert model.corrupt == len(expected) and not model.ok
+    # read() keeps its shape: the valid rows only
+    counts, times = ledger.read(client)
+    assert counts == {"good": 1, "dup": 2}
+    assert set(times) == {"good", "dup"}
+
+
+def test_audit_takes_raw_values_and_wrong_types(client: redis.Redis, run_id: str) -> None:
+    report = audit(["a", "b"], {"a": 1, "b": "x", "c": True, 7: 1},
+                   {"a": (1e9, 1e9, 1e9 + 1), "b": (1.0, 2.0, 3.0), "c": None, 7: [1, 2, 3]})
+    assert report.corrupt == 2  # b (count) and c (count and times); 7 is a valid id
+    assert report.unacknowledged == 1
+    ledger = Ledger(f"taskbench:{run_id}:")
+    client.set(ledger.count_key, "not a hash")
+    rows = ledger.rows(client)
+    assert list(rows.corrupt) == [f"*{ledger.count_key}"]
+    assert "unreadable" in rows.corrupt[f"*{ledger.count_key}"]
+    assert not audit([], rows.counts, rows.times, corrupt=rows.corrupt).ok
+
+
+def test_jepsen_queue_categories() -> None:
+    t = (1e9, 1e9, 1e9 + 1)
+    counts = {"a": 1, "b": 1, "c": 2, "x": 1, "y": 1, "w1": 3}
+    times = {k: t for k in counts}
+    # sent: a b c d accepted; e f failed (503, timeout); x ran after its 503; y was never sent
+    report = audit(["a", "b", "c", "d", "w0"], counts, times, failed_ids=["e", "f", "x", "w1"],
+                   ignore_prefix="w")
+    cats = report.to_model().categories
+    assert (cats.attempted, cats.ok, cats.lost, cats.duplicated, cats.unexpected, cats.recovered) == (
+        7, 2, 1, 1, 2, 1)
+    assert cats.ok_frac == pytest.approx(2 / 7) and cats.unexpected_frac == pytest.approx(2 / 7)
+    assert cats.lost_frac == pytest.approx(1 / 7) and cats.duplicated_frac == pytest.approx(1 / 7)
+    assert cats.unexpected_ids == ["x", "y"]
+    empty = audit([], {}, {}).to_model().categories
+    assert (empty.attempted, empty.ok_frac, empty.unexpected) == (0, 0.0, 0)
 
 
 def test_executed_per_second_is_the_drain_as_a_curve() -> None:

@@ -7,15 +7,24 @@ Layout (``P`` is the run prefix, ``taskbench:<run_id>:``):
 
 One pipelined round trip per task keeps the ledger's cost on a worker small. A run deletes only
 keys under its own prefix; nothing here flushes a database.
+
+Reading and auditing never raise on what the ledger holds: a count that is not a positive integer,
+a time row that is not three finite, plausible unix times, a key that is not a task id, a row of one
+hash without its row in the other, or a ledger key of the wrong type is *corrupt*. The audit leaves a
+corrupt id out of every other figure, counts it, lists a sample with what is wrong, and a run with
+any corrupt row is not ok: its proof is damaged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from taskbench.histogram import Histogram
+from taskbench.messages import TASK_ID_PATTERN
 from taskbench.results.model import AuditResult
 
 if TYPE_CHECKING:
@@ -23,6 +32,11 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
 SAMPLE = 20  # how many ids of each anomaly the audit lists
+#: a plausible time (unix seconds): beyond it a row is corrupt, and µs differences stay far from overflow
+LATEST_TIME: Final = 1e11
+_TASK_ID = re.compile(TASK_ID_PATTERN)
+#: the key under which a ledger hash that cannot be read is reported
+WHOLE_HASH = "*"
 
 
 class Ledger:
@@ -78,17 +92,120 @@ class Ledger:
             absent += [t for t, v in zip(chunk, client.hmget(self.count_key, chunk), strict=True) if v is None]
         return absent
 
+    def rows(self, client: redis.Redis) -> Rows:
+        """Everything the ledger holds, sorted into valid rows and corrupt ones (never raises on content)."""
+        raw_counts, corrupt = self._hash(client, self.count_key)
+        raw_times, corrupt_times = self._hash(client, self.times_key)
+        found = sort_rows(raw_counts, raw_times)
+        found.corrupt.update(corrupt)
+        found.corrupt.update(corrupt_times)
+        return found
+
     def read(self, client: redis.Redis) -> tuple[dict[str, int], dict[str, tuple[float, ...]]]:
-        counts = {_s(k): int(v) for k, v in client.hscan_iter(self.count_key, count=10_000)}
-        times = {
-            _s(k): tuple(float(x) for x in _s(v).split())
-            for k, v in client.hscan_iter(self.times_key, count=10_000)
-        }
-        return counts, times
+        """The valid rows only: counts by id, (enqueued, started, finished) by id."""
+        found = self.rows(client)
+        return found.counts, dict(found.times)
+
+    @staticmethod
+    def _hash(client: redis.Redis, key: str) -> tuple[dict[Any, Any], dict[str, str]]:
+        import redis as redis_lib
+
+        try:
+            return dict(client.hscan_iter(key, count=10_000)), {}
+        except redis_lib.ResponseError as exc:  # WRONGTYPE: someone wrote something else there
+            return {}, {f"{WHOLE_HASH}{key}": f"unreadable: {exc}"}
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+@dataclass(kw_only=True)
+class Rows:
+    """The ledger's content: valid counts and times by task id, and what is wrong with the rest."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    times: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    corrupt: dict[str, str] = field(default_factory=dict)
+
+
+def sort_rows(raw_counts: Mapping[Any, Any], raw_times: Mapping[Any, Any]) -> Rows:
+    """Valid rows and corrupt ones from two hashes' content as read (bytes or str), or as built in
+    Python (ints, tuples of floats). An id is corrupt when its count or its times are malformed,
+    when it is not a task id, or when one hash has a row for it and the other has not."""
+    out = Rows()
+    counts: dict[str, int] = {}
+    times: dict[str, tuple[float, float, float]] = {}
+    for key, value in raw_counts.items():
+        task_id, problem = _task_id(key)
+        count = _count(value)
+        if problem is None and count is None:
+            problem = f"count {_show(value)} is not a positive integer"
+        if problem is not None:
+            out.corrupt[task_id] = problem
+        elif count is not None:
+            counts[task_id] = count
+    for key, value in raw_times.items():
+        task_id, problem = _task_id(key)
+        row = _times_row(value)
+        if problem is None and row is None:
+            problem = f"times {_show(value)} are not three finite unix times"
+        if problem is not None:
+            out.corrupt.setdefault(task_id, problem)
+        elif row is not None:
+            times[task_id] = row
+    for task_id in counts.keys() - times.keys() - out.corrupt.keys():
+        out.corrupt[task_id] = "a count without times"
+    for task_id in times.keys() - counts.keys() - out.corrupt.keys():
+        out.corrupt[task_id] = "times without a count"
+    out.counts = {t: n for t, n in counts.items() if t not in out.corrupt}
+    out.times = {t: row for t, row in times.items() if t not in out.corrupt}
+    return out
+
+
+def _show(value: Any) -> str:
+    text = repr(value.decode(errors="replace") if isinstance(value, bytes) else value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _task_id(key: Any) -> tuple[str, str | None]:
+    """The id as text, and what is wrong with it (None: it is a task id)."""
+    if isinstance(key, bytes):
+        try:
+            text = key.decode()
+        except UnicodeDecodeError:
+            return key.decode(errors="replace")[:64], "key is not UTF-8"
+    else:
+        text = str(key)
+    if not _TASK_ID.match(text):
+        return text[:64], "key is not a task id"
+    return text, None
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    if isinstance(value, str):
+        value = int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
+
+
+def _times_row(value: Any) -> tuple[float, float, float] | None:
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    parts = value.split() if isinstance(value, str) else value
+    if not isinstance(parts, list | tuple) or len(parts) != 3:
+        return None
+    row: list[float] = []
+    for part in parts:
+        if isinstance(part, bool) or not isinstance(part, str | int | float):
+            return None
+        try:
+            number = float(part)
+        except (ValueError, OverflowError):
+            return None
+        if not (math.isfinite(number) and 0.0 <= number <= LATEST_TIME):
+            return None
+        row.append(number)
+    return row[0], row[1], row[2]
 
 
 @dataclass(kw_only=True)
@@ -101,7 +218,7 @@ class Audit:
     duplicated: int  # ran more than once (any task id)
     extra_executions: int  # executions beyond the first, summed
     late: int  # finished after the drain deadline
-    unacknowledged: int  # ran, but the driver saw no 2xx for it
+    unacknowledged: int  # ran, but the driver saw no 2xx for it (Jepsen's categories: "unexpected")
     first_start: float | None
     last_finish: float | None
     end_to_end: Histogram = field(default_factory=Histogram)  # enqueue -> finish, µs
@@ -111,10 +228,16 @@ class Audit:
     #: tasks finished in each second after ``start`` (the drain as a curve); empty without a start
     executed_per_second: list[int] = field(default_factory=list)
     start: float | None = None  # the load's start (wall clock), second 0 of executed_per_second
+    corrupt: int = 0  # ledger rows that are not a valid record, left out of every other figure
+    corrupt_ids: dict[str, str] = field(default_factory=dict)  # a sample: id -> what is wrong
+    attempted: int = 0  # ids the driver sent: 2xx or not
+    ok_once: int = 0  # 2xx, ran exactly once (Jepsen's "ok")
+    recovered: int = 0  # ran after a non-2xx or no answer (of the unacknowledged)
+    unacknowledged_ids: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0
+        return self.lost == 0 and self.duplicated == 0 and self.corrupt == 0
 
     def to_model(self) -> AuditResult:
         return AuditResult.model_validate(self.to_dict())
@@ -137,28 +260,56 @@ class Audit:
             "duplicated_ids": self.duplicated_ids,
             "executed_per_second": self.executed_per_second,
             "start": self.start,
+            "corrupt": self.corrupt,
+            "corrupt_ids": self.corrupt_ids,
+            "categories": self.categories(),
         }
+
+    def categories(self) -> dict[str, Any]:
+        """Jepsen's queue categories, counts and fractions of the attempted ids (see ``Categories``)."""
+        base = max(1, self.attempted)
+        counts = {"ok": self.ok_once, "lost": self.lost, "duplicated": self.duplicated,
+                  "unexpected": self.unacknowledged}
+        fractions = {f"{k}_frac": (v / base if self.attempted else 0.0) for k, v in counts.items()}
+        return {"attempted": self.attempted, **counts, "recovered": self.recovered, **fractions,
+                "unexpected_ids": self.unacknowledged_ids}
 
 
 def audit(
     accepted_ids: Iterable[str],
-    counts: dict[str, int],
-    times: dict[str, tuple[float, ...]],
+    counts: Mapping[Any, Any],
+    times: Mapping[Any, Any],
     *,
     deadline: float | None = None,
     ignore_prefix: str | None = None,
     start: float | None = None,
+    corrupt: Mapping[str, str] | None = None,
+    failed_ids: Iterable[str] = (),
 ) -> Audit:
     """Compare the ids the driver saw accepted with the ledger's records.
 
-    ``ignore_prefix`` leaves out ids of another phase (the warm-up) on both sides. ``start`` (the
+    ``counts`` and ``times`` may hold anything (as :meth:`Ledger.read` returns them, or raw): what
+    is not a valid row is corrupt, as are the ids of ``corrupt`` (:attr:`Rows.corrupt`). A corrupt
+    id is neither executed, lost nor duplicated. ``ignore_prefix`` leaves out ids of another phase
+    (the warm-up) on every side. ``failed_ids`` are the ids the driver sent and got a non-2xx or no
+    answer for: with the accepted ones, the attempted ids of Jepsen's categories. ``start`` (the
     load's start, wall clock) gives ``executed_per_second``: finishes counted per second after it.
     """
+    rows = sort_rows(counts, times)
+    bad = {**rows.corrupt, **(corrupt or {})}
     accepted = set(accepted_ids)
+    counts = rows.counts
     if ignore_prefix:
         accepted = {t for t in accepted if not t.startswith(ignore_prefix)}
         counts = {t: n for t, n in counts.items() if not t.startswith(ignore_prefix)}
+        bad = {t: why for t, why in bad.items() if not t.startswith(ignore_prefix)}
+    failed = set(failed_ids) - accepted
+    if ignore_prefix:
+        failed = {t for t in failed if not t.startswith(ignore_prefix)}
+    attempted = len(accepted | failed)
+    accepted -= bad.keys()
     lost = sorted(accepted.difference(counts))
+    stray = sorted(t for t in counts if t not in accepted)
     dups = sorted(t for t, n in counts.items() if n > 1)
     result = Audit(
         accepted=len(accepted),
@@ -167,15 +318,21 @@ def audit(
         duplicated=len(dups),
         extra_executions=sum(counts[t] - 1 for t in dups),
         late=0,
-        unacknowledged=sum(1 for t in counts if t not in accepted),
+        unacknowledged=len(stray),
         first_start=None,
         last_finish=None,
         lost_ids=lost[:SAMPLE],
         duplicated_ids=dups[:SAMPLE],
+        corrupt=len(bad),
+        corrupt_ids={t: bad[t] for t in sorted(bad)[:SAMPLE]},
+        attempted=attempted,
+        ok_once=sum(1 for t in accepted if counts.get(t) == 1),
+        recovered=sum(1 for t in stray if t in failed),
+        unacknowledged_ids=stray[:SAMPLE],
     )
     starts: list[float] = []
     finishes: list[float] = []
-    for enq, began, fin in _rows(counts, times):
+    for enq, began, fin in _rows(counts, rows.times):
         starts.append(began)
         finishes.append(fin)
         result.end_to_end.record(max(0, round((fin - enq) * 1e6)))
@@ -202,9 +359,9 @@ def per_second(stamps: list[float], start: float) -> list[int]:
 
 
 def _rows(
-    counts: dict[str, int], times: dict[str, tuple[float, ...]]
+    counts: dict[str, int], times: dict[str, tuple[float, float, float]]
 ) -> Iterator[tuple[float, float, float]]:
     for task_id in counts:
         row = times.get(task_id)
-        if row is not None and len(row) == 3:
-            yield row[0], row[1], row[2]
+        if row is not None:
+            yield row

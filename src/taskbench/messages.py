@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 WORKLOADS: Final = ("io/simple", "io/sync", "io/thread", "cpu/simple", "cpu/process")
+#: what a task id may look like (the API refuses others; the audit calls other ledger keys corrupt)
+TASK_ID_PATTERN: Final = r"^[A-Za-z0-9_.:-]{1,64}$"
 #: benchmark-only task that does nothing but be recorded: measures a backend's own overhead
 NOOP: Final = "noop"
 

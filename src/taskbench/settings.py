@@ -59,6 +59,14 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=0, ge=0, le=65535, description="a worker's /metrics port; 0 picks a free one")
     # service parameters
     max_body_bytes: int = Field(default=16_384, ge=256, le=10_485_760)
+    header_timeout: float = Field(
+        default=10.0, ge=0.1, le=600.0,
+        description="seconds a connection may take to send a request's headers; then it is closed",
+    )
+    enqueue_timeout: float = Field(
+        default=5.0, ge=0.1, le=600.0,
+        description="seconds the API waits for the broker to take a task; then 503, outcome unknown",
+    )
 
     @property
     def broker_address(self) -> str:

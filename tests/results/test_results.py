@@ -121,3 +121,26 @@ def test_one_rule_for_passed() -> None:
         assert passed(case) is expected, case
     result = Result(kind="run", run_id="r", created="now", cases=[rows[0][0], rows[2][0]])
     assert not result.passed()
+
+
+def test_the_run_table_and_json_carry_the_queue_categories(tmp_path: Path) -> None:
+    old = load(SAMPLES / "v1-run-fault.json")
+    assert all(c.audit is None or c.audit.categories.attempted == 0 for c in old.cases)  # schema 1: zeros
+    case = next(c for c in old.cases if isinstance(c, QueueCase) and c.audit is not None)
+    assert case.audit is not None
+    case.audit.categories = case.audit.categories.model_copy(update={
+        "attempted": 10, "ok": 7, "lost": 1, "duplicated": 1, "unexpected": 2, "recovered": 2,
+        "ok_frac": 0.7, "lost_frac": 0.1, "duplicated_frac": 0.1, "unexpected_frac": 0.2})
+    case.summary.unexpected = 2
+    path = tmp_path / "result.json"
+    path.write_text(old.to_json())
+    out = CliRunner().invoke(app, ["report", str(path)])
+    assert out.exit_code == 0, out.output
+    assert "unexp" in out.output
+    text = " ".join(out.output.split())  # however the console wrapped it
+    assert (f"{case.backend}: of 10 sent: ok 7 (70.00 %), lost 1 (10.00 %), duplicated 1 (10.00 %), "
+            "unexpected 2 (20.00 %); 2 of the unexpected after a non-2xx or no answer") in text
+    as_json = json.loads(CliRunner().invoke(app, ["report", str(path), "--format", "json"]).output)
+    cats = next(c for c in as_json["cases"] if c.get("audit"))["audit"]["categories"]
+    assert {k: cats[k] for k in ("ok", "lost", "duplicated", "unexpected")} == {
+        "ok": 7, "lost": 1, "duplicated": 1, "unexpected": 2}

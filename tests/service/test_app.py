@@ -7,13 +7,18 @@ test waits for the tasks it caused before it ends.
 
 from __future__ import annotations
 
+import http.client
 import json
+import re
+import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -60,7 +65,7 @@ def _wait_executed(client: redis.Redis, prefix: str, n: int) -> dict[str, int]:
 def test_health(api: int, run_id: str) -> None:
     status, body = request(api, "GET", "/health")
     assert status == 200
-    assert body == {"status": "ok", "backend": "background", "run_id": run_id}
+    assert body == {"status": "ok", "backend": "background", "run_id": run_id, "redis": "ok"}
 
 
 @pytest.mark.parametrize("workload", ["io/simple", "io/sync", "io/thread", "cpu/simple", "cpu/process"])
@@ -90,7 +95,22 @@ def test_empty_body_gets_defaults(api: int, client: redis.Redis, run_id: str) ->
         (URL, '{"value": 10000000}', 422, "less than or equal to 1000000"),
         (URL, '{"value": "many"}', 422, "valid integer"),
         (URL, '{"task_id": "has space"}', 422, "pattern"),
-        (URL, '{"enqueued_at": -1}', 422, "greater than or equal to 0"),
+        (URL, '{"enqueued_at": -1}', 422, "greater than or equal to 946684800"),
+        # the issue's list: non-finite or absurd times, and coercion, are refused, never a 5xx
+        (URL, '{"enqueued_at": NaN}', 422, "finite number"),
+        (URL, '{"enqueued_at": -Infinity}', 422, "finite number"),
+        (URL, '{"enqueued_at": Infinity}', 422, "finite number"),
+        (URL, '{"enqueued_at": 1e309}', 422, "finite number"),
+        (URL, '{"enqueued_at": 1e12}', 422, "less than or equal to 4102444800"),
+        (URL, '{"enqueued_at": false}', 422, "valid number"),
+        (URL, '{"enqueued_at": "1700000000"}', 422, "valid number"),
+        (URL, '{"value": true}', 422, "valid integer"),
+        (URL, '{"value": "7"}', 422, "valid integer"),
+        (URL, '{"value": 7.5}', 422, "valid integer"),
+        (URL, '{"value": NaN}', 422, "valid integer"),
+        (URL, '{"task_id": 7}', 422, "valid string"),
+        (URL, '[' * 2000 + ']' * 2000, 400, "error parsing the body"),
+        (URL + "/", "{}", 404, "Not Found"),
         (URL, '{"surprise": 1}', 422, "Extra inputs"),
         ("/api/v1/incr/io/process/background", "{}", 404, "unknown workload 'io/process'"),
         ("/api/v1/incr/gpu/simple/background", "{}", 404, "unknown workload 'gpu/simple'"),
@@ -142,3 +162,122 @@ def test_serve_with_unreachable_redis_is_one_line(tmp_path: Path) -> None:
 
 def test_serve_with_unknown_backend(cli: Callable[..., Result]) -> None:
     assert_one_line_error(cli("serve", "--backend", "nope"), "unknown backend 'nope'")
+
+
+def test_whole_float_value_is_an_integer(api: int, client: redis.Redis, run_id: str) -> None:
+    status, answer = request(api, "POST", URL, json.dumps({"value": 7.0, "task_id": "w7",
+                                                           "enqueued_at": 1_700_000_000}))
+    assert status == 202, answer
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"w7": 1}
+    assert int(client.get(f"taskbench:{run_id}:counter") or 0) == 7
+
+
+def _chunked(port: int, path: str, total: int, chunk: int = 65_536) -> tuple[int, dict[str, Any]]:
+    """POST ``total`` bytes with Transfer-Encoding: chunked (no Content-Length); the status and body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n".encode())
+        piece = f"{chunk:x}\r\n".encode() + b"7" * chunk + b"\r\n"
+        with suppress(OSError):  # the server answers and closes long before the end
+            for _ in range(total // chunk):
+                sock.sendall(piece)
+            sock.sendall(b"0\r\n\r\n")
+        raw = b""
+        with suppress(OSError):
+            while block := sock.recv(65_536):
+                raw += block
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def test_chunked_oversized_body_is_413(api: int, client: redis.Redis, run_id: str) -> None:
+    status, answer = _chunked(api, URL, 10 * 1024 * 1024)
+    assert status == 413
+    assert answer == {"detail": "request body larger than 4096 bytes"}
+    assert request(api, "POST", URL, '{"task_id": "after-chunked"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"after-chunked": 1}
+
+
+def test_chunked_small_body_is_accepted(api: int, client: redis.Redis, run_id: str) -> None:
+    with socket.create_connection(("127.0.0.1", api), timeout=10) as sock:
+        body = b'{"task_id": "chunky"}'
+        sock.sendall(f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode()
+                     + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+        raw = sock.makefile("rb").read()
+    assert raw.split()[1] == b"202"
+    assert b'"task_id":"chunky"' in raw
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"chunky": 1}
+
+
+def test_no_redirect_echoes_the_host(api: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", api, timeout=10)
+    try:
+        conn.request("POST", "/api/v1/incr/io/simple/background/", body="{}",
+                     headers={"Host": "evil.example", "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+    finally:
+        conn.close()
+    assert resp.status == 404
+    assert resp.getheader("location") is None
+
+
+def test_metric_labels_are_bounded(api: int, client: redis.Redis, run_id: str) -> None:
+    for i in range(40):
+        request(api, "POST", f"/made-up/{i}", "{}")
+        request(api, "GET", f"/api/v1/incr/io/simple/background/{i}")
+    assert request(api, "POST", URL, '{"task_id": "labelled"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"labelled": 1}
+    # a request is counted once its background task ran, after the response: wait for it
+    deadline = time.monotonic() + 10
+    while True:
+        status, text = request(api, "GET", "/metrics")
+        assert status == 200
+        handlers = set(re.findall(r'^http_requests_total\{[^}]*handler="([^"]*)"', text, re.M))
+        if len(handlers) > 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert handlers == {"unmatched", "/api/v1/incr/{kind}/{mode}/{backend}"}
+
+
+def test_slow_header_connections_are_bounded(tmp_path: Path, redis_url: str, run_id: str,
+                                             client: redis.Redis) -> None:
+    """Slowloris: silent connections and headers trickled a byte at a time are closed at the header
+    deadline; the API keeps answering everyone else meanwhile."""
+    env = {"TASKBENCH_BACKEND": "background", "TASKBENCH_REDIS_URL": redis_url,
+           "TASKBENCH_RUN_ID": run_id, "TASKBENCH_HEADER_TIMEOUT": "1.5"}
+    with served(tmp_path, env) as port:
+        silent = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(2)]
+        slow = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(3)]
+        for sock in slow:
+            sock.sendall(f"POST {URL} HTTP/1.1\r\nHost: x\r\n".encode())
+        start = time.monotonic()
+        closed: dict[int, float] = {}
+        header = b"X-Slow: " + b"a" * 100
+        i = served_meanwhile = 0
+        while len(closed) < 5 and time.monotonic() - start < 8:
+            for n, sock in enumerate(slow):
+                if n + 2 not in closed:
+                    with suppress(OSError):
+                        sock.sendall(header[i:i + 1])  # a byte at a time, never the end of the headers
+            for n, sock in enumerate(silent + slow):
+                if n in closed:
+                    continue
+                sock.settimeout(0.01)
+                try:
+                    if sock.recv(1024) == b"":
+                        closed[n] = time.monotonic() - start
+                except TimeoutError:
+                    pass
+                except OSError:
+                    closed[n] = time.monotonic() - start
+            assert request(port, "POST", URL, "{}")[0] == 202  # everyone else is served meanwhile
+            i += 1
+            served_meanwhile = i
+            time.sleep(0.2)
+        for sock in silent + slow:
+            sock.close()
+        assert len(closed) == 5, f"still open after 8 s: {sorted(set(range(5)) - set(closed))}"
+        assert all(1.0 <= t <= 4.0 for t in closed.values()), closed
+        assert len(_wait_executed(client, f"taskbench:{run_id}:", served_meanwhile)) == served_meanwhile

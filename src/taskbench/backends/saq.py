@@ -89,7 +89,8 @@ class _Queue(RedisQueue):  # type: ignore[misc,unused-ignore]
     or, with ``ttl=-1``, is aborted while running and lost. Here such a job is swept only if a later
     sweep of this process finds it unchanged, and a swept job that finished while the sweep waited
     for it is not re-queued. Stuck ``active`` jobs (timeout or heartbeat passed) are swept at once,
-    as in SAQ.
+    as in SAQ. A record that is not a job (not JSON, not a job's fields) is skipped and logged;
+    SAQ's sweep raised on it on every pass, so no stuck job was ever re-queued again.
     """
 
     _cleanup_script: Any
@@ -97,6 +98,7 @@ class _Queue(RedisQueue):  # type: ignore[misc,unused-ignore]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._not_started: dict[bytes, bytes] = {}
+        self._skipped: set[bytes] = set()
 
     async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
         if not self._cleanup_script:
@@ -120,7 +122,11 @@ class _Queue(RedisQueue):  # type: ignore[misc,unused-ignore]
         swept: list[bytes] = []
         stuck: list[Job] = []
         for job_id, job_bytes in id_jobs:
-            job = self.deserialize(job_bytes)
+            try:
+                job = self.deserialize(job_bytes)
+            except Exception as exc:  # SAQ's sweep raises here on every pass: no stuck job is ever re-queued
+                self._malformed(job_id, job_bytes, exc)
+                continue
             if job is None:  # record gone: SAQ's cleanup
                 swept.append(job_id)
                 async with self.redis.pipeline(transaction=True) as pipe:
@@ -138,6 +144,16 @@ class _Queue(RedisQueue):  # type: ignore[misc,unused-ignore]
         # leaves as many stuck jobs as it ran at once (SAQ waits for them one after the other)
         await asyncio.gather(*(self._requeue(job, abort) for job in stuck))
         return [job_id.decode() for job_id in swept]
+
+    def _malformed(self, job_id: bytes, job_bytes: bytes, exc: Exception) -> None:
+        """Skip a record that is not a job (foreign or damaged): logged once per id and process,
+        left where it is for a person to look at."""
+        if job_id in self._skipped:
+            return
+        self._skipped.add(job_id)
+        shown = repr(job_bytes)[:80]
+        log.warning("sweep skips %s: its record is not a job (%s: %s): %s",
+                    job_id.decode(errors="replace"), type(exc).__name__, exc, shown)
 
     async def _requeue(self, job: Job, abort: float) -> None:
         log.warning("sweeping %s (status %s, attempts %d)", job.key, job.status, job.attempts)

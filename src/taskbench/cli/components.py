@@ -46,6 +46,7 @@ def serve(
     from taskbench.harness import HarnessError
     from taskbench.harness.redis_server import check_reachable
     from taskbench.net import check_port_free
+    from taskbench.service.server import HeaderDeadlineProtocol
 
     try:
         check_reachable(found.redis_url)
@@ -59,7 +60,8 @@ def serve(
         port=port,
         workers=workers,
         loop="uvloop",
-        http="httptools",
+        http=HeaderDeadlineProtocol,  # httptools, with a deadline for the headers
+        timeout_keep_alive=5,  # an idle keep-alive connection is closed after 5 s
         access_log=False,
         log_level="warning",
         timeout_graceful_shutdown=int(found.shutdown_timeout),

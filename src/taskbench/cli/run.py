@@ -39,6 +39,7 @@ def run(
     timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
     http_metrics: Annotated[bool, params.option("http_metrics")] = params.default("http_metrics"),
     task_timeout: Annotated[float, params.option("task_timeout")] = params.default("task_timeout"),
+    enqueue_timeout: Annotated[float, params.option("enqueue_timeout")] = params.default("enqueue_timeout"),
     fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
     scenario: Annotated[str | None, typer.Option(
         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
@@ -68,7 +69,8 @@ def run(
             broker=broker, broker_url=broker_url,  # type: ignore[arg-type]
             output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout,
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
-            task_timeout=task_timeout, fault=Fault.parse(fault) if fault else None,
+            task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,
+            fault=Fault.parse(fault) if fault else None,
         )
     except ValueError as exc:
         fail(str(exc))

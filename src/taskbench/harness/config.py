@@ -82,6 +82,7 @@ class RunConfig:
     startup_timeout: float = 60.0
     stop_timeout: float = 10.0
     task_timeout: float = 60.0
+    enqueue_timeout: float = 5.0
     api_port: int | None = None
     http_metrics: bool = True
     placement: Placement = field(default_factory=Placement)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from taskbench.harness.processes import Managed, ProcessSet
@@ -148,7 +148,7 @@ def recovery(events: list[float], fault_at: float) -> float | None:
     return None
 
 
-def summarize(record: FaultRecord, times: dict[str, tuple[float, ...]]) -> FaultRecord:
+def summarize(record: FaultRecord, times: Mapping[str, tuple[float, ...]]) -> FaultRecord:
     """The record with the recovery figures, from the ledger's (enqueued, started, finished) times."""
     if not record.injected or record.at is None:
         return record

@@ -149,7 +149,7 @@ def queue_summary(load: Load, audit: AuditResult, *, load_start: float, drained:
         errors_pct=100.0 * (requests - load.ok) / requests,
         time_to_run_all_s=(last - load_start) if (last and drained) else None,
         accepted=audit.accepted, executed=audit.executed, lost=audit.lost, duplicated=audit.duplicated,
-        late=audit.late, e2e_p95_ms=audit.end_to_end_ms.p95,
+        unexpected=audit.categories.unexpected, late=audit.late, e2e_p95_ms=audit.end_to_end_ms.p95,
         driver_cpu_pct=100.0 * load.max_utilization, driver_saturated=load.saturated,
     )
     if fault is not None and fault.injected:

@@ -169,9 +169,11 @@ class Runner:
                 if not drained.drained:
                     time.sleep(cfg.late_grace)  # a straggler finishing now is counted late, not lost
                 with progress.phase(f"[{name}] audit"):
-                    counts, times = ledger.read(client)
+                    rows = ledger.rows(client)
+                    counts, times = rows.counts, rows.times
                     report = audit(load.accepted_ids, counts, times, deadline=drained.deadline,
-                                   ignore_prefix=WARMUP_PREFIX, start=load_start).to_model()
+                                   ignore_prefix=WARMUP_PREFIX, start=load_start, corrupt=rows.corrupt,
+                                   failed_ids=load.failed_ids).to_model()
                 if case.fault is not None:
                     case.fault = summarize(case.fault, times)
                 case.metrics, metric_failures = check_metrics(client, settings, port, sum(counts.values()),

@@ -20,7 +20,8 @@ RUN_COLUMNS = [
     ("rps", "RPS", "{:.0f}"), ("p50_ms", "median ms", "{:.1f}"), ("p95_ms", "p95 ms", "{:.1f}"),
     ("p99_ms", "p99 ms", "{:.1f}"), ("time_to_run_all_s", "all tasks run in s", "{:.1f}"),
     ("errors_pct", "errors %", "{:.2f}"), ("accepted", "accepted", "{}"), ("lost", "lost", "{}"),
-    ("duplicated", "dup", "{}"), ("e2e_p95_ms", "e2e p95 ms", "{:.1f}"), ("driver_cpu_pct", "driver CPU %", "{:.0f}"),
+    ("duplicated", "dup", "{}"), ("unexpected", "unexp", "{}"), ("e2e_p95_ms", "e2e p95 ms", "{:.1f}"),
+    ("driver_cpu_pct", "driver CPU %", "{:.0f}"),
 ]
 STATUS_CSS = {"ok": "good", "errors": "warn", "failed": "bad"}
 

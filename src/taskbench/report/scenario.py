@@ -19,7 +19,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("p95_ms", "p95\nms", "{:.0f}", "p95_ms"),
         ("time_to_run_all_s", "all tasks\nrun in s", "{:.1f}", "time_to_run_all_s"),
         ("errors_pct", "errors\n%", "{:.1f}", "errors_pct"), ("accepted", "accepted", "{}", None),
-        ("lost", "lost", "{}", None), ("duplicated", "dup", "{}", None),
+        ("lost", "lost", "{}", None), ("duplicated", "dup", "{}", None), ("unexpected", "unexp", "{}", None),
         ("e2e_p95_ms", "e2e p95\nms", "{:.0f}", None),
     ],
     "http": [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from taskbench.results import FaultRecord, QueueCase, Result
+from taskbench.results import AuditResult, FaultRecord, QueueCase, Result
 
 
 def _num(value: float | None, fmt: str = "{:.0f}") -> str:
@@ -33,6 +33,7 @@ def render(result: Result, console: Console | None = None) -> None:
         ("backend", "left"), ("mode", "left"), ("RPS", "right"), ("median\nms", "right"),
         ("p95\nms", "right"), ("p99\nms", "right"), ("all tasks\nrun in s", "right"),
         ("errors\n%", "right"), ("accepted", "right"), ("lost", "right"), ("dup", "right"),
+        ("unexp", "right"),
         ("e2e p95\nms", "right"), ("driver\nCPU %", "right"), ("status", "left"),
     ]
     for name, justify in columns:
@@ -54,13 +55,15 @@ def render(result: Result, console: Console | None = None) -> None:
             case.backend, mode, _num(s.rps), _num(s.p50_ms, "{:.1f}"),
             _num(s.p95_ms, "{:.1f}"), _num(s.p99_ms, "{:.1f}"),
             _num(s.time_to_run_all_s, "{:.1f}"), _num(s.errors_pct, "{:.2f}"),
-            str(s.accepted), _bad(s.lost), _bad(s.duplicated),
+            str(s.accepted), _bad(s.lost), _bad(s.duplicated), _num(s.unexpected, "{}"),
             _num(s.e2e_p95_ms, "{:.1f}"), cpu, status,
         )
     console.print(table)
     for note in notes:
         console.print(note)
     for case in cases:
+        if case.audit is not None and case.audit.categories.attempted:
+            console.print(f"{case.backend}: {categories_line(case.audit)}")
         if case.fault is not None:
             console.print(f"{case.backend}: {fault_line(case.fault)}")
         for failure in case.failures:
@@ -87,3 +90,17 @@ def fault_line(fault: FaultRecord) -> str:
     parts.append(f"tasks accepted at half the earlier rate again after {seconds(fault.accepting_again_s)}, "
                  f"executed after {seconds(fault.executing_again_s)}")
     return "; ".join(parts)
+
+
+def categories_line(audit: AuditResult) -> str:
+    """Jepsen's queue categories of a case: counts and shares of the ids the driver sent."""
+    c = audit.categories
+    parts = [f"{name} {count} ({100 * frac:.2f} %)" for name, count, frac in (
+        ("ok", c.ok, c.ok_frac), ("lost", c.lost, c.lost_frac),
+        ("duplicated", c.duplicated, c.duplicated_frac), ("unexpected", c.unexpected, c.unexpected_frac))]
+    line = f"of {c.attempted} sent: " + ", ".join(parts)
+    if c.unexpected:
+        line += f"; {c.recovered} of the unexpected after a non-2xx or no answer"
+    if audit.corrupt:
+        line += f"; [bold red]{audit.corrupt} corrupt ledger rows[/]"
+    return line

@@ -91,6 +91,28 @@ class Load(Model):
 # -- what the ledger says ---------------------------------------------------------------------------
 
 
+class Categories(Model):
+    """Jepsen's queue categories (``total-queue``) for the ids the driver sent.
+
+    Fractions are of ``attempted`` (0 when nothing was sent). ``unexpected`` is every id that ran
+    without a 2xx: ``recovered`` of them got a non-2xx or no answer (Jepsen's "recovered": the
+    outcome was unknown to the client, e.g. a 503 after the enqueue timeout), the rest were never
+    sent by this load (Jepsen's "unexpected").
+    """
+
+    attempted: int = 0
+    ok: int = 0  # 2xx, ran exactly once
+    lost: int = 0  # 2xx, never ran
+    duplicated: int = 0  # ran more than once
+    unexpected: int = 0  # no 2xx, yet ran
+    recovered: int = 0  # of the unexpected: the driver got a non-2xx or no answer for it
+    ok_frac: float = 0.0
+    lost_frac: float = 0.0
+    duplicated_frac: float = 0.0
+    unexpected_frac: float = 0.0
+    unexpected_ids: list[str] = []
+
+
 class AuditResult(Model):
     """What happened to the accepted tasks of one case."""
 
@@ -112,10 +134,16 @@ class AuditResult(Model):
     executed_per_second: list[int] = []
     #: when the load started (wall clock, as first_start and a fault's ``at``): second 0 of the curve
     start: float | None = None
+    #: ledger rows that are not a valid record (left out of every other figure), and a sample of
+    #: them: id -> what is wrong
+    corrupt: int = 0
+    corrupt_ids: dict[str, str] = {}
+    #: ok / lost / duplicated / unexpected; absent from files written before it (all zero then)
+    categories: Categories = Categories()
 
     @property
     def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0
+        return self.lost == 0 and self.duplicated == 0 and self.corrupt == 0
 
 
 # -- limits, faults, metrics, cleanup ---------------------------------------------------------------
@@ -222,6 +250,7 @@ class Summary(Model):
     executed: int | None = None
     lost: int | None = None
     duplicated: int | None = None
+    unexpected: int | None = None
     late: int | None = None
     e2e_p95_ms: float | None = None
     # queue: an injected fault

@@ -144,7 +144,7 @@ class ScenarioRunner:
 def combine_runs(runs: list[CaseT], figure: str) -> CaseT:
     """Several runs of one case as one row: the run with the median ``figure``, the spread, every run.
 
-    Correctness is not averaged away: lost and duplicated tasks add up over the runs, and a run
+    Correctness is not averaged away: lost, duplicated and unexpected tasks add up over the runs, and a run
     that failed makes the case fail.
     """
     if len(runs) == 1:
@@ -159,6 +159,8 @@ def combine_runs(runs: list[CaseT], figure: str) -> CaseT:
         summary.lost = sum(r.summary.lost or 0 for r in runs)
     if any(r.summary.duplicated is not None for r in runs):
         summary.duplicated = sum(r.summary.duplicated or 0 for r in runs)
+    if any(r.summary.unexpected is not None for r in runs):
+        summary.unexpected = sum(r.summary.unexpected or 0 for r in runs)
     statuses = [r.status for r in runs]
     chosen.status = "failed" if "failed" in statuses else next((s for s in statuses if s != "ok"), "ok")
     chosen.failures = [f for r in runs for f in r.failures]
@@ -178,5 +180,6 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         concurrency=p["concurrency"], enqueue_mode=p["enqueue_mode"], io_delay=p["io_delay"],
         cpu_iterations=p["cpu_iterations"], redis_url=redis_url, broker=p["broker"], output=output,
         warmup=p["warmup"], drain_timeout=p["drain_timeout"], placement=Placement.parse("auto"),
-        limits=case.limits, task_timeout=p["task_timeout"], fault=Fault.parse(p["fault"]) if p["fault"] else None,
+        limits=case.limits, task_timeout=p["task_timeout"], enqueue_timeout=p["enqueue_timeout"],
+        fault=Fault.parse(p["fault"]) if p["fault"] else None,
     )

@@ -2,56 +2,82 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Body, FastAPI, HTTPException
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.exceptions import RequestValidationError
 
 from taskbench import backends
 from taskbench.messages import WORKLOADS, TaskMessage
 from taskbench.service.limits import BodySizeLimit
-from taskbench.service.store import StoreDep, open_store
+from taskbench.service.messages import (
+    HEALTH_RESPONSES,
+    TASK_RESPONSES,
+    Accepted,
+    Health,
+    TaskIn,
+    validation_error,
+)
+from taskbench.service.store import Store, StoreDep, open_store
 from taskbench.settings import Settings
 
 log = logging.getLogger("taskbench.service")
 router = APIRouter()
 
 
-class TaskIn(BaseModel):
-    """Body of ``POST /api/v1/incr/...``; every field has a default, so ``{}`` is a valid task."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    value: int = Field(default=1, ge=1, le=1_000_000, description="added to the run's counter")
-    task_id: str = Field(
-        default_factory=lambda: uuid.uuid4().hex,
-        pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
-        description="unique per run; the ledger audits by it",
-    )
-    enqueued_at: float | None = Field(
-        default=None, ge=0, description="unix seconds; defaults to the time the API received it"
-    )
+#: how long /health waits for Redis to answer a PING
+HEALTH_TIMEOUT = 1.0
 
 
-class Accepted(BaseModel):
-    status: str
-    task_id: str
-    backend: str
-    mode: str
-    durable: bool
+@router.get("/health", responses=HEALTH_RESPONSES)
+async def health(store: StoreDep) -> Health:
+    """200 while the run's Redis (the broker of the Redis backends, the ledger of all) answers a
+    PING within :data:`HEALTH_TIMEOUT`; 503 when it does not."""
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT):
+            await store.workloads.redis.ping()
+    except TimeoutError:
+        raise HTTPException(503, f"Redis did not answer a PING within {HEALTH_TIMEOUT:g} s") from None
+    except Exception as exc:
+        raise HTTPException(503, f"Redis PING failed: {type(exc).__name__}: {exc}") from None
+    return Health(status="ok", backend=store.settings.backend, run_id=store.settings.run_id, redis="ok")
 
 
-@router.get("/health")
-async def health(store: StoreDep) -> dict[str, Any]:
-    return {"status": "ok", "backend": store.settings.backend, "run_id": store.settings.run_id}
+async def enqueue_within(store: Store, task: TaskMessage, later: BackgroundTasks) -> None:
+    """The backend's enqueue, bounded by ``enqueue_timeout``; raises HTTPException(503) when it
+    fails or times out. A timeout says the outcome is unknown: the broker may hold the task (and
+    run it) although the client never hears so, which the audit counts as *unexpected*."""
+    timeout = store.settings.enqueue_timeout
+    clock = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            await store.producer.enqueue(task, later)
+    except TimeoutError:
+        store.enqueue_metrics.errors.inc()
+        log.warning("enqueue of %s timed out after %g s", task.task_id, timeout)
+        raise HTTPException(
+            503, f"enqueue of {task.task_id!r} did not finish within {timeout:g} s: the outcome is "
+                 "unknown (the broker may hold the task and run it)") from None
+    except Exception as exc:
+        store.enqueue_metrics.errors.inc()
+        log.warning("enqueue of %s failed: %r", task.task_id, exc)
+        raise HTTPException(503, f"enqueue failed: {type(exc).__name__}: {exc}") from exc
+    store.enqueue_metrics.duration.observe(time.perf_counter() - clock)
 
 
-@router.post("/api/v1/incr/{kind}/{mode}/{backend}", status_code=202)
+async def _enqueue_later(store: Store, task: TaskMessage, later: BackgroundTasks) -> None:
+    try:
+        await enqueue_within(store, task, later)
+    except HTTPException as exc:  # after the response: nobody to tell but the log
+        log.warning("after-response %s", exc.detail)
+
+
+@router.post("/api/v1/incr/{kind}/{mode}/{backend}", status_code=202, responses=TASK_RESPONSES)
 async def incr(
     kind: str,
     mode: str,
@@ -81,16 +107,9 @@ async def incr(
     mode_name = store.settings.enqueue_mode
     if mode_name == "after-response":
         # The seed's BackgroundTask(enqueue): the client gets 2xx before the broker has the task.
-        later.add_task(store.producer.enqueue, task, later)
+        later.add_task(_enqueue_later, store, task, later)
     else:
-        clock = time.perf_counter()
-        try:
-            await store.producer.enqueue(task, later)
-        except Exception as exc:
-            store.enqueue_metrics.errors.inc()
-            log.warning("enqueue of %s failed: %r", task.task_id, exc)
-            raise HTTPException(503, f"enqueue failed: {type(exc).__name__}: {exc}") from exc
-        store.enqueue_metrics.duration.observe(time.perf_counter() - clock)
+        await enqueue_within(store, task, later)
     return Accepted(
         status="accepted",
         task_id=task.task_id,
@@ -110,7 +129,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         async with open_store(settings) as store:
             yield {"store": store}
 
-    app = FastAPI(title="taskbench reference service", lifespan=lifespan)
+    # redirect_slashes off: Starlette's trailing-slash redirect echoes the Host header (a 307 to
+    # http://evil.example/...); an unknown path is a plain 404
+    app = FastAPI(title="taskbench reference service", lifespan=lifespan, redirect_slashes=False)
+    app.add_exception_handler(RequestValidationError, validation_error)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     from taskbench.service.monitoring import instrument

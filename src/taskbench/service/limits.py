@@ -1,14 +1,17 @@
-"""Pure ASGI middleware that refuses oversized request bodies before the app reads them."""
+"""Pure ASGI middleware that refuses oversized request bodies before the app reads them.
+
+The body is read here, counting the bytes as they stream in, and handed on only when it is complete
+and within the limit: a ``Content-Length`` over the limit and a chunked body that grows past it get
+the same 413 with a JSON message. (Raising from a wrapped ``receive`` instead is not enough: FastAPI
+catches what its body parser raises and answers 400 "There was an error parsing the body".)
+Bodies are small here (16 KiB by default), so holding one in memory costs nothing.
+"""
 
 from __future__ import annotations
 
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-
-class BodyTooLargeError(Exception):
-    pass
 
 
 class BodySizeLimit:
@@ -24,28 +27,30 @@ class BodySizeLimit:
             if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
                 await self._refuse(send)
                 return
+        chunks: list[bytes] = []
         seen = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise BodyTooLargeError
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLargeError:
-            if not started:  # a chunked body without Content-Length grew past the limit
+            if message["type"] != "http.request":  # the client went away: nothing to answer
+                return
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
                 await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        whole: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        async def replay() -> Message:
+            nonlocal whole
+            if whole is not None:
+                message, whole = whole, None
+                return message
+            return await receive()  # after the body: a disconnect, for whoever waits on one
+
+        await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
         body = json.dumps(

@@ -1,0 +1,60 @@
+"""SAQ's sweep skips and logs a record that is not a job, and goes on sweeping the others.
+
+Runs in the saq environment (the base one has no saq): a short script against the test Redis, with
+the queue named after this test's run, so the ``client`` fixture deletes everything it made.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+
+import redis
+
+from taskbench import backends
+from taskbench.harness.envs import ensure_env
+
+SCRIPT = textwrap.dedent("""
+    import asyncio, logging, sys
+    from taskbench.backends.saq import _queue
+    from taskbench.settings import Settings
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(levelname)s %(message)s")
+
+    async def main():
+        queue = _queue(Settings(), 4)
+        await queue.connect()
+        try:
+            for attempt in range(2):  # a second pass must not raise either, nor log again
+                await queue.redis.delete(queue._sweep)  # the lock of one sweep per period
+                swept = await queue.sweep(lock=60)
+                print("swept", sorted(swept))
+        finally:
+            await queue.disconnect()
+
+    asyncio.run(main())
+""")
+
+
+def test_sweep_skips_a_malformed_record(redis_url: str, run_id: str, client: redis.Redis) -> None:
+    python = str(ensure_env(backends.info("saq").extra, quiet=True))
+    active = f"saq:taskbench:{run_id}:saq:active"
+    lock = f"saq:taskbench:{run_id}:saq:sweep"
+    bad, gone = f"saq:job:taskbench:{run_id}:saq:bad", f"saq:job:taskbench:{run_id}:saq:gone"
+    client.rpush(active, bad, gone)
+    client.set(bad, b"{not a job")  # gone has no record at all: SAQ's own cleanup sweeps it
+    try:
+        out = subprocess.run(
+            [python, "-c", SCRIPT], capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": run_id,
+                 "TASKBENCH_BACKEND": "saq"},
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        lines = out.stdout.splitlines()
+        assert lines.count(f"swept ['{gone}']") == 1 and lines.count("swept []") == 1, out.stdout
+        warnings = [line for line in lines if line.startswith("WARNING sweep skips")]
+        assert len(warnings) == 1 and bad in warnings[0] and "not a job" in warnings[0], out.stdout
+        assert [k.decode() for k in client.lrange(active, 0, -1)] == [bad]  # left for a person to see
+    finally:
+        client.delete(active, bad, gone, lock)

@@ -1,0 +1,120 @@
+"""A stalled broker: the API's enqueue has a deadline and says the outcome is unknown, and /health
+says Redis does not answer. The Redis here is a private redis-server this test starts and freezes
+(SIGSTOP, or CLIENT PAUSE); the shared one is never touched."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskbench import backends
+from taskbench.harness.envs import ensure_env
+from taskbench.harness.processes import ProcessSet
+from taskbench.harness.redis_server import EmbeddedRedis
+from taskbench.ledger import Ledger, audit
+from taskbench.wait import wait_until
+from tests.helpers import request, served
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(tmp_path / "redis.log")
+    server.start(dict(os.environ))
+    try:
+        yield server
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)  # a frozen server cannot take its SIGTERM
+        server.stop()
+
+
+@pytest.fixture
+def stalled_api(request: pytest.FixtureRequest, tmp_path: Path, private_redis: EmbeddedRedis,
+                run_id: str) -> Iterator[tuple[str, int]]:
+    backend = request.param
+    python = str(ensure_env(backends.info(backend).extra, quiet=True))
+    env = {"TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": private_redis.url, "TASKBENCH_RUN_ID": run_id,
+           "TASKBENCH_ENQUEUE_TIMEOUT": "1.0"}
+    with served(tmp_path, env, python=python) as port:
+        yield backend, port
+
+
+def _timed(port: int, method: str, path: str, body: str | None = None) -> tuple[int, object, float]:
+    start = time.monotonic()
+    status, answer = request(port, method, path, body)
+    return status, answer, time.monotonic() - start
+
+
+@pytest.mark.parametrize(("stalled_api", "stall"), [("arq", "sigstop"), ("arq", "client-pause"),
+                                                     ("celery", "sigstop")], indirect=["stalled_api"])
+def test_a_stalled_broker_gets_503_outcome_unknown(stalled_api: tuple[str, int], private_redis: EmbeddedRedis,
+                                                   stall: str) -> None:
+    """The issue saw arq and Celery hold the request for as long as Redis was paused, then 202."""
+    backend, api = stalled_api
+    url = f"/api/v1/incr/io/simple/{backend}"
+    assert request(api, "POST", url, '{"task_id": "before"}')[0] == 202
+    status, answer, _ = _timed(api, "GET", "/health")
+    assert (status, answer["redis"]) == (200, "ok")  # type: ignore[index]
+    admin = redis.Redis.from_url(private_redis.url)
+    if stall == "sigstop":
+        os.kill(private_redis.proc.pid, signal.SIGSTOP)
+    else:
+        admin.execute_command("CLIENT", "PAUSE", 4000, "ALL")
+    try:
+        status, answer, took = _timed(api, "POST", url, '{"task_id": "during"}')
+        assert status == 503, answer
+        assert "did not finish within 1 s: the outcome is unknown" in answer["detail"]  # type: ignore[index]
+        assert took < 3.0
+        status, answer, took = _timed(api, "GET", "/health")
+        assert status == 503
+        assert "did not answer a PING within 1 s" in answer["detail"]  # type: ignore[index]
+        assert took < 3.0
+    finally:
+        if stall == "sigstop":
+            os.kill(private_redis.proc.pid, signal.SIGCONT)
+        else:
+            admin.execute_command("CLIENT", "UNPAUSE")
+        admin.close()
+    deadline = time.monotonic() + 10
+    while request(api, "GET", "/health")[0] != 200:
+        assert time.monotonic() < deadline, "the API did not recover after the stall"
+        time.sleep(0.1)
+    assert request(api, "POST", url, '{"task_id": "after"}')[0] == 202
+
+
+def test_an_unknown_outcome_that_ran_is_counted_unexpected(tmp_path: Path, private_redis: EmbeddedRedis,
+                                                           run_id: str) -> None:
+    """SAQ's enqueue is one script: sent to a frozen Redis, it runs when Redis wakes although the
+    client got a 503 at the deadline. That is what the 503's "outcome is unknown" means, and the
+    audit counts the id as unexpected (recovered), not as lost or as an error of the audit."""
+    python = str(ensure_env(backends.info("saq").extra, quiet=True))
+    env = {"TASKBENCH_BACKEND": "saq", "TASKBENCH_REDIS_URL": private_redis.url, "TASKBENCH_RUN_ID": run_id,
+           "TASKBENCH_ENQUEUE_TIMEOUT": "1.0"}
+    saq_url = "/api/v1/incr/io/simple/saq"
+    ledger = Ledger(f"taskbench:{run_id}:")
+    conn = redis.Redis.from_url(private_redis.url)
+    with ProcessSet({**os.environ, **env}) as procs:
+        procs.start("worker", [python, "-m", "taskbench", "worker"], tmp_path / "worker.log")
+        wait_until(lambda: conn.hlen(f"taskbench:{run_id}:ready") >= 1, 60, what="the saq worker")
+        with served(tmp_path, env, python=python) as port:
+            assert request(port, "POST", saq_url, '{"task_id": "before"}')[0] == 202  # a warm connection
+            os.kill(private_redis.proc.pid, signal.SIGSTOP)
+            try:
+                status, answer = request(port, "POST", saq_url, '{"task_id": "unknown"}')
+            finally:
+                time.sleep(0.5)
+                os.kill(private_redis.proc.pid, signal.SIGCONT)
+            assert status == 503 and "outcome is unknown" in answer["detail"], answer
+            wait_until(lambda: ledger.executed_count(conn) >= 2, 30, what="both tasks to run")
+    rows = ledger.rows(conn)
+    conn.close()
+    report = audit(["before"], rows.counts, rows.times, failed_ids=["unknown"], corrupt=rows.corrupt)
+    categories = report.to_model().categories
+    assert (categories.attempted, categories.ok, categories.lost, categories.unexpected,
+            categories.recovered) == (2, 1, 0, 1, 1)
+    assert categories.unexpected_ids == ["unknown"]
