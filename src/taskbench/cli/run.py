@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from taskbench import params
 from taskbench.cli._common import backend_names, execute, fail, show_progress
 from taskbench.cli.report import publish
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from taskbench.harness.runner import Runner
+    from taskbench.results import Result
+    from taskbench.scenarios.run import ScenarioRunner
 
 
 def run(
@@ -76,13 +84,7 @@ def run(
         fail(str(exc))
 
     runner = Runner(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
-    show_progress(console)
-    result = execute(runner, console)
-    render(result, Console())
-    console.print(f"result: {runner.result_path()}")
-    publish(result, runner.result_path(), output, console.print)
-    if not result.passed():
-        raise typer.Exit(1)
+    _finish(runner, console, render, output)
 
 
 def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None) -> None:
@@ -108,6 +110,14 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
         fail(str(exc))
 
     console.print(f"[dim]scenario {found.name}: {len(runner.cases)} case(s) from {found.path}[/]")
+    _finish(runner, console, render, output)
+
+
+def _finish(runner: Runner | ScenarioRunner, console: Console, render: Callable[[Result, Console], None],
+            output: Path) -> None:
+    """Run with live progress, print the table, write report.html and the index, exit 1 unless it passed."""
+    from rich.console import Console
+
     show_progress(console)
     result = execute(runner, console)
     render(result, Console())

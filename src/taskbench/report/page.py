@@ -9,6 +9,8 @@ import html
 import json
 from typing import Any
 
+from taskbench.report.formats import fmt
+
 STYLE = """
 :root { --fg:#1b1b1b; --muted:#666; --line:#ddd; --bad:#c62828; --warn:#b26a00; --good:#2e7d32; }
 * { box-sizing: border-box; }
@@ -83,20 +85,6 @@ def document(title: str, body: str) -> str:
         f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>\n{body}\n"
         f"<script>{SCRIPT}</script>\n</body></html>\n"
     )
-
-
-def fmt(value: Any, spec: str = "{:.0f}") -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if spec == "rate":
-        small = isinstance(value, float) and 0 < abs(value) < 9.95 and value != round(value)
-        spec = "{:.1f}" if small else "{:.0f}"
-    try:
-        return spec.format(value)
-    except (ValueError, TypeError):
-        return str(value)
 
 
 def cell(value: Any, spec: str = "{:.0f}", *, css: str = "") -> str:

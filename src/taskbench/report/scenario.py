@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 
+from taskbench.report.formats import RATE
+from taskbench.report.formats import fmt as _fmt
 from taskbench.results import CaseBase, Result, Summary
-
-RATE = "rate"  # a rate's format: whole numbers above 10, one decimal below
 
 # (summary key, header, format, article figure key or None)
 Column = tuple[str, str, str, str | None]
@@ -84,18 +82,6 @@ def _scenario(result: Result) -> tuple[str, str, str]:
     if result.scenario is None:
         raise ValueError(f"{result.run_id} is a run's result, not a scenario's")
     return result.scenario.kind, result.scenario.name, result.scenario.description
-
-
-def _fmt(value: Any, fmt: str) -> str:
-    if value is None:
-        return "–"
-    if fmt == RATE:  # whole numbers, but 0.4 req/s is not 0
-        small = isinstance(value, float) and 0 < abs(value) < 9.95 and value != round(value)
-        fmt = "{:.1f}" if small else "{:.0f}"
-    try:
-        return fmt.format(value)
-    except (ValueError, TypeError):
-        return str(value)
 
 
 def render(result: Result, console: Console | None = None) -> None:
