@@ -115,3 +115,53 @@ def test_dashboard_with_auth_refuses_strangers(backend: str, redis_url: str, run
         request = urllib.request.Request(url, headers={"Authorization": f"Basic {token}"})
         with urllib.request.urlopen(request, timeout=10) as resp:
             assert resp.status == 200
+
+
+@pytest.mark.slow
+def test_up_waits_through_a_paused_redis_and_still_stops_cleanly(tmp_path: Path) -> None:
+    """A private Redis SIGSTOPped 10 s: ``up`` says it waits, keeps every process, says when it answers."""
+    import threading
+
+    from taskbench.harness.redis_server import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path / "redis.log")
+    server.start(dict(os.environ))
+    lines: list[str] = []
+
+    def said(text: str) -> bool:
+        return any(text in line for line in list(lines))
+
+    try:
+        with harness_cli(["up", "--backends", "arq", "--redis-url", server.url, "--port", str(_free_block(2)),
+                          "--no-prometheus", "--output", str(tmp_path)],
+                         env={**os.environ, "COLUMNS": "200"}) as proc:
+            assert proc.stdout is not None
+            reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+            reader.start()
+            wait_until(lambda: said("Ctrl-C stops everything"), 120, what="up to start", interval=0.2,
+                       abort=lambda: None if proc.poll() is None else "up exited:\n" + "".join(lines))
+            started = psutil.Process(proc.pid).children(recursive=True)
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            try:
+                paused = time.monotonic()
+                wait_until(lambda: said(f"waiting for Redis at 127.0.0.1:{server.port}"), 8,
+                           what="up to say it waits for Redis", interval=0.2)
+                time.sleep(max(0.0, 10 - (time.monotonic() - paused)))  # the pause itself
+                assert proc.poll() is None, "".join(lines)
+            finally:
+                os.kill(server.proc.pid, signal.SIGCONT)
+            wait_until(lambda: said(f"Redis at 127.0.0.1:{server.port} answers again"), 15,
+                       what="up to say Redis answers again", interval=0.2)
+            assert proc.poll() is None, "".join(lines)
+            assert all(p.is_running() for p in started), "".join(lines)
+            os.kill(proc.pid, signal.SIGINT)
+            proc.wait(timeout=90)
+            reader.join(timeout=10)
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+        server.stop()
+    out = "".join(lines)
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+    assert "stopped; no process left running" in out, out
+    assert "Traceback" not in out, out

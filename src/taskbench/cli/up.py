@@ -29,6 +29,7 @@ def up(
     """Start the live stack (Redis, APIs, workers, dashboards, Prometheus), print its URLs, stop on Ctrl-C."""
     from rich.console import Console
     from rich.live import Live
+    from rich.markup import escape
 
     from taskbench.harness import HarnessError
     from taskbench.harness.up import Up, UpConfig, live_table
@@ -43,7 +44,7 @@ def up(
         fail(str(exc))
 
     interrupt_on_signals()
-    stack_up = Up(config, say=lambda text: console.print(f"[dim]{text}[/]"))
+    stack_up = Up(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
     live: Live | None = None
 
     def show(stack: Stack, rows: list[dict[str, Any]]) -> None:
@@ -52,9 +53,9 @@ def up(
             for url in stack.urls:
                 console.print(f"{url.name:28} {url.url}")
             console.print("[dim]Ctrl-C stops everything[/]")
-            live = Live(live_table(rows), console=console, auto_refresh=False)
+            live = Live(live_table(rows, stack.note), console=console, auto_refresh=False)
             live.start()
-        live.update(live_table(rows), refresh=True)
+        live.update(live_table(rows, stack.note), refresh=True)
 
     try:
         stack_up.serve_forever(show)

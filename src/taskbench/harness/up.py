@@ -19,10 +19,13 @@ from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
 from taskbench.harness.redis_server import provide_redis
 from taskbench.harness.scrape import scrape
 from taskbench.harness.stack import Stack as Processes
+from taskbench.harness.stalls import Patient, redis_client, redis_errors, server_of
 from taskbench.net import check_port_free, healthy
 from taskbench.params import settings_env
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: how long the live loop's Redis calls wait for an answer (it refreshes every second)
+SOCKET_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +64,7 @@ class Stack:
     apis: dict[str, str] = field(default_factory=dict)  # backend -> metrics URL
     prefixes: dict[str, str] = field(default_factory=dict)  # backend -> run prefix
     prometheus: Prometheus | None = None
+    note: str | None = None  # what the live loop waits for (a stalled Redis), shown under the table
 
 
 class Up:
@@ -77,24 +81,37 @@ class Up:
         self.folder.mkdir(parents=True, exist_ok=True)
         with provide_redis(cfg.redis_url, self.folder, say=self.say) as (redis_url, _), \
                 Processes(dict(os.environ), name=self.run_id, stop_timeout=10) as procs:
-            import redis
-
-            client = redis.Redis.from_url(redis_url)
+            client = redis_client(redis_url, timeout=SOCKET_TIMEOUT)
+            server = server_of(client)
             try:
                 stack = self._start(procs, pythons, redis_url, client)
+                # a Redis that stops answering (paused, restarting) is waited for, never a reason to
+                # stop: the counts come from /metrics with the worker URLs last read from Redis
+                patient = Patient(server, self.say, repeat=True)
+                workers: dict[str, dict[str, str]] = {name: {} for name in stack.prefixes}
                 while True:
                     for proc in procs.dead():
                         raise HarnessError(f"{proc.name} exited with code {proc.exit_code()}: {proc.tail(5)}")
-                    rows = self._counts(stack, client)
+                    workers = patient.call(lambda: self._worker_urls(stack, client), workers)
+                    stack.note = patient.status()
+                    rows = self._counts(stack, workers)
                     if stack.prometheus:
-                        stack.prometheus.set_targets(self._targets(stack, client))
+                        stack.prometheus.set_targets(self._targets(stack, workers))
                     show(stack, rows)
                     time.sleep(1.0)
             finally:
                 procs.stop()  # first: a process still running could write keys after the cleanup
-                for name in cfg.backends:
-                    delete_run_keys(client, f"{self.run_id}-{name}", backends.info(name))
+                self._delete_keys(client, server)
                 client.close()
+
+    def _delete_keys(self, client: Any, server: str) -> None:
+        for name in self.config.backends:
+            try:
+                delete_run_keys(client, f"{self.run_id}-{name}", backends.info(name))
+            except redis_errors() as exc:
+                self.say(f"{server} did not answer ({exc}): the keys of this stack stay "
+                         f"(taskbench:{self.run_id}-*)")
+                return
 
     # -- pieces ---------------------------------------------------------------------------
 
@@ -135,7 +152,9 @@ class Up:
             if find_prometheus():
                 stack.prometheus = Prometheus(self.folder / "prometheus", cfg.prometheus_port)
                 check_port_free("127.0.0.1", cfg.prometheus_port)
-                stack.prometheus.set_targets(self._targets(stack, client))
+                patient = Patient(server_of(client), self.say, purpose="the workers' metrics URLs")
+                workers = patient.call(lambda: self._worker_urls(stack, client), {})
+                stack.prometheus.set_targets(self._targets(stack, workers))
                 stack.prometheus.start(dict(os.environ))
                 procs.adopt(stack.prometheus.proc)  # stopped with the rest
                 stack.urls.append(Url("Prometheus", f"{stack.prometheus.url}/graph"))
@@ -149,10 +168,13 @@ class Up:
 
     def _wait(self, procs: Processes, waiting: list[tuple[Managed, str]], client: Any, stack: Stack) -> None:
         workers = {name: (self.config.workers if backends.info(name).has_worker else 0) for name in stack.apis}
+        patient = Patient(server_of(client), self.say, purpose="the workers to register")
+
+        def registered() -> bool:
+            return all(int(client.hlen(f"{stack.prefixes[n]}ready")) >= w for n, w in workers.items())
 
         def ready() -> bool:
-            registered = all(int(client.hlen(f"{stack.prefixes[n]}ready")) >= w for n, w in workers.items())
-            return registered and all(_answers(url) for _, url in waiting)
+            return patient.call(registered, False) and all(_answers(url) for _, url in waiting)
 
         procs.wait_ready(ready, timeout=self.config.startup_timeout, interval=0.2,
                          what=f"the stack to be ready (logs in {self.folder / 'logs'})")
@@ -161,22 +183,24 @@ class Up:
         return {name: {k.decode(): v.decode() for k, v in client.hgetall(f"{prefix}metrics").items()}
                 for name, prefix in stack.prefixes.items()}
 
-    def _targets(self, stack: Stack, client: Any) -> list[Target]:
+    def _targets(self, stack: Stack, workers: dict[str, dict[str, str]]) -> list[Target]:
         targets = [Target(url=url, backend=name, component="api") for name, url in stack.apis.items()]
-        for name, urls in self._worker_urls(stack, client).items():
+        for name, urls in workers.items():
             targets += [Target(url=url, backend=name, component="worker") for url in urls.values()]
         return targets
 
-    def _counts(self, stack: Stack, client: Any) -> list[dict[str, Any]]:
+    def _counts(self, stack: Stack, workers: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+        import http.client
+
         rows = []
-        workers = self._worker_urls(stack, client)
         for name, api_url in stack.apis.items():
-            row: dict[str, Any] = {"backend": name, "workers": len(workers[name])}
-            for url in [api_url, *workers[name].values()]:
+            urls = workers.get(name, {})
+            row: dict[str, Any] = {"backend": name, "workers": len(urls)}
+            for url in [api_url, *urls.values()]:
                 try:
                     sums = scrape(url, timeout=1.0)
-                except (OSError, ValueError):
-                    continue
+                except (OSError, ValueError, http.client.HTTPException):
+                    continue  # a process busy or gone this second: its counts are missing from this row
                 for key, value in sums.items():
                     row[key] = row.get(key, 0.0) + value
             rows.append(row)
@@ -198,11 +222,13 @@ def _answers(url: str) -> bool:
         return False
 
 
-def live_table(rows: list[dict[str, Any]]) -> Any:
-    """The live counts as a rich table."""
+def live_table(rows: list[dict[str, Any]], note: str | None = None) -> Any:
+    """The live counts as a rich table; ``note`` (what the loop waits for) under it."""
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title="live counts (from every process's /metrics)", title_justify="left")
+    table = Table(title="live counts (from every process's /metrics)", title_justify="left",
+                  caption=Text(note, style="yellow") if note else None, caption_justify="left")
     for column in ("backend", "workers", "requests", "started", "succeeded", "failed", "in progress",
                    "queue depth"):
         table.add_column(column, justify="left" if column == "backend" else "right")
