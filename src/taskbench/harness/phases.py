@@ -20,18 +20,24 @@ from taskbench.harness import HarnessError
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.scrape import cross_check
-from taskbench.ledger import Ledger
+from taskbench.harness.stalls import Patient, read_patiently, redis_errors, server_of
+from taskbench.ledger import Ledger, Rows
 from taskbench.results import AuditResult, Cleanup, FaultRecord, Load, MetricsCheck, Status, Summary
 from taskbench.settings import Settings
 from taskbench.wait import wait_until
 
 WARMUP_PREFIX = "w"
 Say = Callable[[str], None]
+#: how long the audit's read of the ledger, and the metrics check's, wait for a Redis that does not answer
+READ_TIMEOUT = 30.0
 
 
 def warm_up(template: RequestTemplate, load: LoadSpec, requests: int, *, procs: ProcessSet, client: Any,
-            ledger: Ledger, timeout: float, logs: Path) -> int:
-    """A few requests before the load (connections, imports, JIT-free caches); returns how many were accepted."""
+            ledger: Ledger, timeout: float, logs: Path, say: Say = print) -> int:
+    """A few requests before the load (connections, imports, JIT-free caches); returns how many were accepted.
+
+    A Redis that does not answer while the warm-up's tasks are counted is waited for (within ``timeout``).
+    """
     if not requests:
         return 0
     spec = LoadSpec(users=min(load.users, 10), requests=requests, id_prefix=WARMUP_PREFIX, timeout=load.timeout)
@@ -39,8 +45,10 @@ def warm_up(template: RequestTemplate, load: LoadSpec, requests: int, *, procs: 
     if not warm.ok:
         raise HarnessError(f"warm-up: none of {warm.requests} requests was accepted "
                            f"(errors: {warm.errors}); see the logs in {logs}")
-    wait_until(lambda: ledger.executed_count(client) >= warm.ok, timeout, what="the warm-up's tasks",
-               abort=lambda: "a process died" if procs.dead() else None, raise_on_timeout=False)
+    patient = Patient(server_of(client), say, purpose="the warm-up's tasks")
+    wait_until(lambda: patient.call(lambda: ledger.executed_count(client) >= warm.ok, False), timeout,
+               what="the warm-up's tasks", abort=lambda: "a process died" if procs.dead() else None,
+               raise_on_timeout=False)
     return warm.ok
 
 
@@ -55,13 +63,17 @@ class Drain:
 
 def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accepted: list[str], load_end: float,
           timeout: float, say: Say) -> Drain:
-    """Wait until every accepted id ran, nothing is left that could run them, or the timeout passes."""
+    """Wait until every accepted id ran, nothing is left that could run them, or the timeout passes.
+
+    A Redis that does not answer is "not drained yet": retried with backoff, within the same deadline.
+    """
     deadline = load_end + timeout
     result = Drain(drained=False, deadline=deadline)
     reported: set[str] = set()
     waiting = accepted
+    patient = Patient(server_of(client), say, purpose="the drain's count of executed tasks")
 
-    def done() -> bool:
+    def counted() -> bool:
         nonlocal waiting
         # the count is cheap; it can reach the target early when tasks whose 2xx never reached the
         # driver ran (an API killed between enqueue and answer), so the ids decide
@@ -69,6 +81,9 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
             waiting = ledger.unseen(client, waiting)
             return not waiting
         return False
+
+    def done() -> bool:
+        return patient.call(counted, False)
 
     def hopeless() -> str | None:
         for proc in procs.dead():
@@ -91,16 +106,37 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
     except WaitTimeoutError:
         return result
     if not result.drained:
+        left = patient.call(lambda: len(ledger.unseen(client, waiting)), None)
         result.failures.append(f"drain timeout: {timeout:.0f} s after the load ended, "
-                               f"{len(ledger.unseen(client, waiting))} accepted tasks had not run")
+                               + (f"{left} accepted tasks had not run" if left is not None else
+                                  f"{patient.server} did not answer ({patient.error})"))
     return result
+
+
+def read_ledger(client: Any, ledger: Ledger, *, say: Say,
+                timeout: float = READ_TIMEOUT) -> tuple[Rows | None, list[str]]:
+    """The ledger's rows for the audit, read again with backoff while Redis does not answer.
+
+    None and a one-line failure when it did not answer within ``timeout``: the case fails, the run goes on.
+    """
+    patient = Patient(server_of(client), say, purpose="the audit's read of the ledger")
+    rows = read_patiently(lambda: ledger.rows(client), patient, timeout)
+    if rows is None:
+        return None, [f"audit: could not read the ledger: {patient.server} did not answer within "
+                      f"{timeout:g} s ({patient.error})"]
+    return rows, []
 
 
 def check_metrics(client: Any, settings: Settings, port: int, executions: int,
                   fault: FaultRecord | None) -> tuple[MetricsCheck, list[str]]:
     """The processes' own counters against the ledger: succeeded == executions. Returns the check and failures."""
     urls = {"api": f"http://127.0.0.1:{port}/metrics"}
-    urls.update({_text(k): _text(v) for k, v in client.hgetall(settings.metrics_key).items()})
+    patient = Patient(server_of(client), lambda _: None, purpose="the workers' metrics URLs")
+    registered = read_patiently(lambda: client.hgetall(settings.metrics_key), patient, READ_TIMEOUT / 3)
+    if registered is None:
+        error = f"could not read the workers' metrics URLs: {patient.server} did not answer ({patient.error})"
+        return MetricsCheck(ledger_executions=executions, errors=[error]), [f"metrics: {error}"]
+    urls.update({_text(k): _text(v) for k, v in registered.items()})
     injected = fault is not None and fault.injected
     checked = MetricsCheck.model_validate(cross_check(urls, executions, settle=0.5 if injected else 3.0))
     if checked.match:
@@ -117,13 +153,20 @@ def check_metrics(client: Any, settings: Settings, port: int, executions: int,
 
 
 def clean_up(client: Any, settings: Settings, backend: backends.BackendInfo, *, keep: bool, purge_on_broker: bool,
-             python: Path, env: dict[str, str], logs: Path) -> Cleanup:
-    """Delete what the case wrote (after every process stopped: nothing can write any more)."""
+             python: Path, env: dict[str, str], logs: Path, say: Say = print) -> Cleanup:
+    """Delete what the case wrote (after every process stopped: nothing can write any more).
+
+    A Redis that does not answer leaves the keys where they are (``kept``), said in one line.
+    """
     if keep:
         result = Cleanup(kept=True, prefix=settings.prefix)
     else:
-        patterns, deleted = delete_run_keys(client, settings.run_id, backend)
-        result = Cleanup(kept=False, patterns=patterns, deleted_keys=deleted)
+        try:
+            patterns, deleted = delete_run_keys(client, settings.run_id, backend)
+            result = Cleanup(kept=False, patterns=patterns, deleted_keys=deleted)
+        except redis_errors() as exc:
+            say(f"{server_of(client)} did not answer ({exc}): the case's keys stay under {settings.prefix}")
+            result = Cleanup(kept=True, prefix=settings.prefix)
     if purge_on_broker and not keep:
         result.purge = purge(python, env, logs)
     return result
@@ -138,20 +181,23 @@ def purge(python: Path, env_vars: dict[str, str], logs: Path) -> str:
     return "ok" if out.returncode == 0 else f"failed (exit {out.returncode}, see purge.log)"
 
 
-def queue_summary(load: Load, audit: AuditResult, *, load_start: float, drained: bool,
+def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, drained: bool,
                   fault: FaultRecord | None) -> Summary:
-    """The row of a queue case: the seed's columns and the audit's."""
+    """The row of a queue case: the seed's columns and the audit's (none when the ledger could not be read)."""
     lat = load.latency_ms
     requests = max(1, load.requests)
-    last = audit.last_finish
     summary = Summary(
         requests=load.requests, rps=load.rps, p50_ms=lat.p50, p95_ms=lat.p95, p99_ms=lat.p99,
         errors_pct=100.0 * (requests - load.ok) / requests,
-        time_to_run_all_s=(last - load_start) if (last and drained) else None,
-        accepted=audit.accepted, executed=audit.executed, lost=audit.lost, duplicated=audit.duplicated,
-        unexpected=audit.categories.unexpected, late=audit.late, e2e_p95_ms=audit.end_to_end_ms.p95,
         driver_cpu_pct=100.0 * load.max_utilization, driver_saturated=load.saturated,
     )
+    if audit is not None:
+        last = audit.last_finish
+        summary.time_to_run_all_s = (last - load_start) if (last and drained) else None
+        summary.accepted, summary.executed = audit.accepted, audit.executed
+        summary.lost, summary.duplicated = audit.lost, audit.duplicated
+        summary.unexpected, summary.late = audit.categories.unexpected, audit.late
+        summary.e2e_p95_ms = audit.end_to_end_ms.p95
     if fault is not None and fault.injected:
         summary.fault = fault.fault
         summary.restart_ready_s = fault.ready_after_s

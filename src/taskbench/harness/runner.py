@@ -24,12 +24,14 @@ from taskbench.harness.phases import (
     drain,
     queue_status,
     queue_summary,
+    read_ledger,
     warm_up,
 )
 from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import Managed
 from taskbench.harness.redis_server import check_broker, provide_redis
 from taskbench.harness.stack import Stack
+from taskbench.harness.stalls import Patient, redis_client, server_of
 from taskbench.ledger import Ledger, audit
 from taskbench.net import check_port_free, free_port, healthy
 from taskbench.params import settings_env
@@ -91,9 +93,11 @@ class Runner:
         return settings_env(self.config, backend=name, run_id=run_id, redis_url=redis_url)
 
     def run_case(self, index: int, name: str, python: Path, redis_url: str) -> QueueCase:
-        """One backend under ``self.config``, in a fresh set of processes (a scenario swaps the config)."""
-        import redis
+        """One backend under ``self.config``, in a fresh set of processes (a scenario swaps the config).
 
+        Every poll of Redis (readiness, warm-up, drain, the audit's read) waits for a Redis that stalls
+        or restarts, with backoff inside its own deadline; one that never answers fails the case.
+        """
         cfg = self.config
         backend = backends.info(name)
         run_id = f"{self.run_id}-{index}-{name}"
@@ -102,7 +106,7 @@ class Runner:
         env_vars["TASKBENCH_METRICS_DIR"] = str(logs / "metrics")
         settings = Settings(backend=name, redis_url=redis_url, run_id=run_id)
         ledger = Ledger(settings.prefix)
-        client = redis.Redis.from_url(redis_url)
+        client = redis_client(redis_url)
         port = cfg.api_port or free_port()
         check_port_free("127.0.0.1", port)
         workers = cfg.workers if backend.has_worker else 0
@@ -129,7 +133,9 @@ class Runner:
                     stack.start("api", [str(python), "-m", "taskbench", "serve", "--host", "127.0.0.1",
                                         "--port", str(port)], logs / "api.log", role="api", cpus=cfg.placement.api)
                     ready_key = f"{settings.prefix}ready"
-                    stack.wait_ready(lambda: healthy(port) and int(client.hlen(ready_key)) >= workers,
+                    patient = Patient(server_of(client), say, purpose="the workers to register")
+                    stack.wait_ready(lambda: healthy(port) and patient.call(
+                                         lambda: int(client.hlen(ready_key)) >= workers, False),
                                      timeout=cfg.startup_timeout,
                                      what=f"the API and {workers} worker(s) to be ready (logs in {logs})")
                 if cfg.limits:
@@ -140,7 +146,7 @@ class Runner:
                 )
                 with progress.phase(f"[{name}] warm-up", total=cfg.warmup or None, executed=executed):
                     warm_accepted = warm_up(template, cfg.load, cfg.warmup, procs=stack.procs, client=client,
-                                            ledger=ledger, timeout=cfg.drain_timeout, logs=logs.parent)
+                                            ledger=ledger, timeout=cfg.drain_timeout, logs=logs.parent, say=say)
                 say(f"load: {describe_load(cfg.load)}")
                 injector, fault_limits = self._injector(stack, client, settings, port, case)
                 if injector is None and cfg.fault is not None:
@@ -169,22 +175,24 @@ class Runner:
                 if not drained.drained:
                     time.sleep(cfg.late_grace)  # a straggler finishing now is counted late, not lost
                 with progress.phase(f"[{name}] audit"):
-                    rows = ledger.rows(client)
-                    counts, times = rows.counts, rows.times
-                    report = audit(load.accepted_ids, counts, times, deadline=drained.deadline,
-                                   ignore_prefix=WARMUP_PREFIX, start=load_start, corrupt=rows.corrupt,
-                                   failed_ids=load.failed_ids).to_model()
-                if case.fault is not None:
-                    case.fault = summarize(case.fault, times)
-                case.metrics, metric_failures = check_metrics(client, settings, port, sum(counts.values()),
-                                                              case.fault)
-                failures += metric_failures
+                    rows, read_failures = read_ledger(client, ledger, say=say)
+                    failures += read_failures
+                    report = None if rows is None else audit(
+                        load.accepted_ids, rows.counts, rows.times, deadline=drained.deadline,
+                        ignore_prefix=WARMUP_PREFIX, start=load_start, corrupt=rows.corrupt,
+                        failed_ids=load.failed_ids).to_model()
+                if rows is not None:
+                    if case.fault is not None:
+                        case.fault = summarize(case.fault, rows.times)
+                    case.metrics, metric_failures = check_metrics(client, settings, port, sum(rows.counts.values()),
+                                                                  case.fault)
+                    failures += metric_failures
                 case.limits = stack.limit_records()
                 case.fault_limits = fault_limits
         finally:
             case.exit_codes = dict(stack.exit_codes)
             case.cleanup = clean_up(client, settings, backend, keep=cfg.keep, purge_on_broker=cfg.broker != "redis",
-                                    python=python, env=env_vars, logs=logs)
+                                    python=python, env=env_vars, logs=logs, say=say)
             client.close()
         for proc_name, code in case.exit_codes.items():
             if code not in (0, -15):
@@ -194,7 +202,8 @@ class Runner:
         case.summary = queue_summary(case.load, report, load_start=load_start, drained=drained.drained,
                                      fault=case.fault)
         case.failures = failures
-        case.status = queue_status(case.summary, audit_ok=report.ok, drained=drained.drained, failures=failures)
+        case.status = queue_status(case.summary, audit_ok=report is not None and report.ok, drained=drained.drained,
+                                   failures=failures)
         return case
 
     def _injector(self, stack: Stack, client: Any, settings: Settings, port: int,
@@ -205,10 +214,12 @@ class Runner:
         if fault is None or (fault.target.startswith("worker") and not case.has_worker):
             return None, restarted_limits
 
+        patient = Patient(server_of(client), self.say, purpose="the restarted worker to register")
+
         def ready(proc: Managed) -> bool:
             if proc.name == "api":
                 return healthy(port)
-            return bool(client.hexists(f"{settings.prefix}ready", f"worker:{proc.pid}"))
+            return patient.call(lambda: bool(client.hexists(f"{settings.prefix}ready", f"worker:{proc.pid}")), False)
 
         def restarted(proc: Managed) -> None:
             # the new process gets the limits the killed one had, as a restarted container would
