@@ -1,0 +1,108 @@
+"""A Redis that stalls or restarts: polls retry with backoff, say what they wait for, and never raise."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from taskbench.harness.phases import drain, read_ledger
+from taskbench.harness.processes import ProcessSet
+from taskbench.harness.stalls import Patient, server_of
+from taskbench.ledger import Ledger
+
+
+class Flaky:
+    """A real client whose first ``failures`` calls raise redis-py's TimeoutError (None: every call)."""
+
+    def __init__(self, client: redis.Redis, failures: int | None) -> None:
+        self.client, self.left = client, failures
+        self.connection_pool = client.connection_pool
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.left is None or self.left > 0:
+                if self.left is not None:
+                    self.left -= 1
+                raise redis.exceptions.TimeoutError("Timeout reading from socket")
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def _ledger(client: redis.Redis, run_id: str, ids: list[str]) -> Ledger:
+    ledger = Ledger(f"taskbench:{run_id}:")
+    now = time.time()
+    for task_id in ids:
+        ledger.record_sync(client, task_id, now, now, now + 0.001)
+    return ledger
+
+
+def test_backoff_doubles_to_its_cap_says_once_and_says_when_it_answers() -> None:
+    now = [0.0]
+    said: list[str] = []
+    patient = Patient("Redis at 127.0.0.1:1", said.append, purpose="the drain", clock=lambda: now[0])
+
+    def stalled() -> int:
+        raise redis.exceptions.ConnectionError("Connection refused")
+
+    delays = []
+    for _ in range(5):
+        assert patient.call(stalled, -1) == -1
+        delays.append(patient.next_try - now[0])
+        assert patient.call(lambda: 1, -1) == -1, "no call before the next retry is due"
+        now[0] = patient.next_try
+    assert delays == [1, 2, 4, 5, 5]
+    assert said == ["waiting for Redis at 127.0.0.1:1 for the drain (no answer for 0 s: Connection refused; "
+                    "retrying with backoff)"]
+    assert patient.call(lambda: 7, -1) == 7
+    assert said[-1] == "Redis at 127.0.0.1:1 answers again after 17 s"
+    assert patient.status() is None and not patient.stalled
+
+
+def test_drain_waits_through_redis_timeouts(client: redis.Redis, run_id: str) -> None:
+    ids = ["a", "b", "c"]
+    ledger = _ledger(client, run_id, ids)
+    said: list[str] = []
+    with ProcessSet(dict(os.environ)) as procs:
+        result = drain(procs, Flaky(client, 2), ledger, target=3, accepted=ids, load_end=time.time(), timeout=20,
+                       say=said.append)
+    assert result.drained and not result.failures
+    server = server_of(client)
+    assert said[0].startswith(f"waiting for {server} for the drain's count of executed tasks (no answer for")
+    assert said[-1].startswith(f"{server} answers again after"), said
+    assert len(said) == 2, "said once what it waits for, once that it answers"
+
+
+def test_a_redis_that_never_answers_is_bounded_by_the_drain_deadline(client: redis.Redis, run_id: str) -> None:
+    ledger = _ledger(client, run_id, ["a"])
+    started = time.monotonic()
+    with ProcessSet(dict(os.environ)) as procs:
+        result = drain(procs, Flaky(client, None), ledger, target=1, accepted=["a"], load_end=time.time(),
+                       timeout=2, say=lambda _: None)
+    assert time.monotonic() - started < 5
+    assert not result.drained
+    assert result.failures == [f"drain timeout: 2 s after the load ended, {server_of(client)} did not answer "
+                               "(Timeout reading from socket)"]
+
+
+@pytest.mark.parametrize(("failures", "read"), [(1, True), (None, False)])
+def test_the_audit_read_retries_then_fails_the_case_in_one_line(client: redis.Redis, run_id: str,
+                                                                failures: int | None, read: bool) -> None:
+    ledger = _ledger(client, run_id, ["a", "b"])
+    said: list[str] = []
+    rows, problems = read_ledger(Flaky(client, failures), ledger, say=said.append, timeout=2.5)
+    if read:
+        assert rows is not None and rows.counts == {"a": 1, "b": 1} and not problems
+    else:
+        assert rows is None
+        assert problems == [f"audit: could not read the ledger: {server_of(client)} did not answer within 2.5 s "
+                            "(Timeout reading from socket)"]
+    assert said[0].startswith(f"waiting for {server_of(client)} for the audit's read of the ledger")
