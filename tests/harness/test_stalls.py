@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from taskbench.harness.phases import drain, read_ledger
+from taskbench.harness.phases import drain, read_ledger, warm_up
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.stalls import Patient, server_of
 from taskbench.ledger import Ledger
@@ -106,3 +107,26 @@ def test_the_audit_read_retries_then_fails_the_case_in_one_line(client: redis.Re
         assert problems == [f"audit: could not read the ledger: {server_of(client)} did not answer within 2.5 s "
                             "(Timeout reading from socket)"]
     assert said[0].startswith(f"waiting for {server_of(client)} for the audit's read of the ledger")
+
+
+def test_warm_up_waits_through_redis_timeouts(client: redis.Redis, redis_url: str, run_id: str,
+                                              tmp_path: Path) -> None:
+    """The real API (``background``: it runs the task itself) and its ledger; the harness's polls time out."""
+    from taskbench.driver import LoadSpec, RequestTemplate
+    from taskbench.harness.envs import ensure_env
+    from tests.helpers import served
+
+    env = {"TASKBENCH_BACKEND": "background", "TASKBENCH_REDIS_URL": redis_url,
+           "TASKBENCH_RUN_ID": run_id, "TASKBENCH_METRICS_DIR": str(tmp_path / "metrics")}
+    said: list[str] = []
+    with served(tmp_path, env, python=str(ensure_env("background", quiet=True))) as port:
+        template = RequestTemplate(host="127.0.0.1", port=port, path="/api/v1/incr/io/simple/background",
+                                   body='{{"value":1,"task_id":"{task_id}","enqueued_at":{enqueued_at}}}')
+        with ProcessSet(dict(os.environ)) as procs:
+            accepted = warm_up(template, LoadSpec(users=2, requests=5, timeout=10), 5, procs=procs, client=Flaky(client, 2),
+                               ledger=Ledger(f"taskbench:{run_id}:"), timeout=20, logs=tmp_path, say=said.append)
+    assert accepted == 5
+    assert Ledger(f"taskbench:{run_id}:").executed_count(client) == 5
+    assert said[0].startswith(f"waiting for {server_of(client)} for the warm-up's tasks"), said
+    assert said[-1].startswith(f"{server_of(client)} answers again after"), said
+
