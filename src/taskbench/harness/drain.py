@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from taskbench import backends
 from taskbench.harness import HarnessError, progress
 from taskbench.harness.envs import ensure_env, versions
+from taskbench.harness.keys import delete_run_keys
+from taskbench.harness.processes import Managed
 from taskbench.harness.redis_server import provide_redis
+from taskbench.harness.stack import Stack
 
 
 def run_drain(
@@ -36,16 +39,19 @@ def run_drain(
                        "TASKBENCH_RUN_ID": run_id, "TASKBENCH_LEDGER": str(ledger).lower(),
                        "TASKBENCH_CONCURRENCY": str(concurrency), "PYTHONUNBUFFERED": "1"}
                 say(f"[{name}] {tasks} no-op tasks, ledger {'on' if ledger else 'off'}")
-                with progress.phase(f"[{name}] enqueue and drain, ledger {'on' if ledger else 'off'}"):
-                    proc = subprocess.run(
-                        [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks),
-                         "--log-dir", str(out)],
-                        env=env, capture_output=True, text=True, timeout=1200, check=False,
-                    )
+                log = out / f"drain-case-{name}-{'ledger' if ledger else 'noledger'}.log"
+                with progress.phase(f"[{name}] enqueue and drain, ledger {'on' if ledger else 'off'}"), \
+                        Stack(env, name=run_id, stop_timeout=30) as stack:
+                    case = stack.start("drain-case", [str(python), "-m", "taskbench", "drain-case", "--tasks",
+                                                      str(tasks), "--log-dir", str(out)], log)
+                    stack.wait_ready(partial(_exited, case), timeout=1200, interval=0.2,
+                                     what=f"the drain of {name} to finish (log: {log})")
+                    code = case.exit_code()
                 _cleanup(url, run_id, meta)
-                if proc.returncode != 0:
-                    raise HarnessError(f"drain of {name} failed: {proc.stderr.strip()[-800:]}")
-                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                lines = log.read_text(errors="replace").strip().splitlines()
+                if code != 0 or not lines or not lines[-1].startswith("{"):
+                    raise HarnessError(f"drain of {name} failed (exit {code}): " + "\n".join(lines[-10:]))
+                row = json.loads(lines[-1])
                 packages: Any = versions(str(python)).get("packages", {})
                 row["version"] = packages.get(name)
                 rows.append(row)
@@ -53,14 +59,15 @@ def run_drain(
     return rows
 
 
+def _exited(proc: Managed) -> bool:
+    return not proc.alive()
+
+
 def _cleanup(url: str, run_id: str, meta: backends.BackendInfo) -> None:
     import redis
 
     client = redis.Redis.from_url(url)
     try:
-        for pattern in [f"taskbench:{run_id}:*", *meta.owned_key_patterns(run_id)]:
-            keys = list(client.scan_iter(match=pattern, count=1000))
-            for i in range(0, len(keys), 1000):
-                client.unlink(*keys[i:i + 1000])
+        delete_run_keys(client, run_id, meta)
     finally:
         client.close()
