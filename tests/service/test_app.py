@@ -25,6 +25,7 @@ import redis
 from click.testing import Result
 
 from taskbench.ledger import Ledger
+from taskbench.service.monitoring import UNMATCHED
 from taskbench.wait import wait_until
 from tests.helpers import assert_one_line_error, request, served
 
@@ -230,15 +231,13 @@ def test_metric_labels_are_bounded(api: int, client: redis.Redis, run_id: str) -
     assert request(api, "POST", URL, '{"task_id": "labelled"}')[0] == 202
     assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"labelled": 1}
     # a request is counted once its background task ran, after the response: wait for it
-    deadline = time.monotonic() + 10
-    while True:
+    def handlers() -> set[str]:
         status, text = request(api, "GET", "/metrics")
         assert status == 200
-        handlers = set(re.findall(r'^http_requests_total\{[^}]*handler="([^"]*)"', text, re.M))
-        if len(handlers) > 1 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert handlers == {"unmatched", "/api/v1/incr/{kind}/{mode}/{backend}"}
+        return set(re.findall(r'^http_requests_total\{[^}]*handler="([^"]*)"', text, re.M))
+
+    wait_until(lambda: len(handlers()) > 1, 10, what="the labelled request in /metrics")
+    assert handlers() == {UNMATCHED, "/api/v1/incr/{kind}/{mode}/{backend}"}
 
 
 def test_slow_header_connections_are_bounded(tmp_path: Path, redis_url: str, run_id: str,

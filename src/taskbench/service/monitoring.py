@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-#: the ``handler`` label of a request no route matched: one value, however many paths are tried
-UNMATCHED = "unmatched"
+#: the ``handler`` label of a request no route matched: the instrumentator groups every such request
+#: under this one value (``should_group_untemplated``), however many paths a client makes up
+UNMATCHED = "none"
 
 
 def instrument(app: FastAPI, *, http: bool = True) -> None:
@@ -30,9 +31,9 @@ def instrument(app: FastAPI, *, http: bool = True) -> None:
         Instrumentator(
             excluded_handlers=["^/metrics$", "^/health$"],
             should_group_status_codes=False,  # 202 vs 422 vs 503 is the point
+            should_group_untemplated=True,  # bounded labels: a made-up path is not a label value
             registry=http_registry,
         ).instrument(app)
-        _bound_handler_label(app)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
@@ -42,26 +43,3 @@ def instrument(app: FastAPI, *, http: bool = True) -> None:
             body += generate_latest(http_registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
-
-def _bound_handler_label(app: FastAPI) -> None:
-    """The ``handler`` label is a route template or :data:`UNMATCHED`, never a raw path.
-
-    The instrumentator labels an unmatched request "none" or, configured otherwise, with its path:
-    one label value per path a client makes up. Its middleware (the entry ``instrument`` just
-    added) is swapped for a subclass that names every unmatched request the same.
-    """
-    from prometheus_fastapi_instrumentator.middleware import PrometheusInstrumentatorMiddleware
-    from starlette.middleware import Middleware
-    from starlette.requests import Request
-
-    class Bounded(PrometheusInstrumentatorMiddleware):
-        def _get_handler(self, request: Request) -> tuple[str, bool]:
-            handler, templated = super()._get_handler(request)
-            return (handler, True) if templated else (UNMATCHED, True)
-
-    entry = app.user_middleware[0]
-    added: Any = entry.cls
-    if added is not PrometheusInstrumentatorMiddleware:
-        raise RuntimeError("prometheus-fastapi-instrumentator no longer adds its middleware first")
-    kwargs: dict[str, Any] = dict(entry.kwargs)
-    app.user_middleware[0] = Middleware(Bounded, *entry.args, **kwargs)
