@@ -9,10 +9,7 @@ the ledger's own cost.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,51 +19,10 @@ from taskbench import backends
 from taskbench.backends.base import ServiceContext
 from taskbench.ledger import Ledger
 from taskbench.messages import NOOP, TaskMessage
+from taskbench.procgroup import Managed
 from taskbench.settings import Settings
 from taskbench.wait import WaitTimeoutError, wait_until
 from taskbench.workloads import Workloads
-
-
-class _Worker:
-    """The one worker process of a drain measurement, in its own process group, output to a log.
-
-    Inside a backend's environment there is no harness: this is the little of its process handling
-    a measurement needs (start, alive, the log's tail, stop by group: SIGTERM, then SIGKILL).
-    """
-
-    def __init__(self, log_path: Path) -> None:
-        self.log_path = log_path
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("ab") as log:  # the child keeps its own descriptor
-            self.popen = subprocess.Popen(
-                [sys.executable, "-m", "taskbench", "worker"], env=os.environ, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self, timeout: float) -> None:
-        pgid = self.popen.pid  # start_new_session made the child its group's leader
-        _signal_group(pgid, signal.SIGTERM)
-        try:
-            self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _signal_group(pgid, signal.SIGKILL)
-            self.popen.wait()
-        _signal_group(pgid, signal.SIGKILL)  # whatever is left in its group (a pool child)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 async def _enqueue(settings: Settings, tasks: int, parallel: int) -> float:
@@ -101,7 +57,9 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
             return ledger.executed_count(client)
         return int(client.get(f"{settings.prefix}done") or 0)
 
-    worker = _Worker(log_dir / f"drain-{settings.backend}-{'ledger' if settings.ledger else 'noledger'}.log")
+    worker = Managed(name="worker", argv=[sys.executable, "-m", "taskbench", "worker"],
+                     log_path=log_dir / f"drain-{settings.backend}-{'ledger' if settings.ledger else 'noledger'}.log")
+    worker.start(os.environ)
     try:
         try:
             wait_until(lambda: client.hlen(settings.ready_key), 60, interval=0.005, what="the worker to start",
