@@ -24,7 +24,7 @@ from taskbench.harness.stalls import Patient, read_patiently, redis_errors, serv
 from taskbench.ledger import Ledger, Rows
 from taskbench.results import AuditResult, Cleanup, FaultRecord, Load, MetricsCheck, Status, Summary
 from taskbench.settings import Settings
-from taskbench.wait import wait_until
+from taskbench.wait import WaitTimeoutError, wait_until
 
 WARMUP_PREFIX = "w"
 Say = Callable[[str], None]
@@ -97,8 +97,6 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
         if (workers and all(not p.alive() for p in workers)) or (api_dead and not workers):
             return "nothing left that could run the remaining tasks"
         return None
-
-    from taskbench.wait import WaitTimeoutError
 
     try:
         result.drained = bool(wait_until(done, max(0.0, deadline - time.time()), abort=hopeless,
