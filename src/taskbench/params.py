@@ -171,7 +171,8 @@ SCHEMA: Final[tuple[Param, ...]] = (
     Param(name="http_metrics", type=bool, default=True, help="the API's HTTP request metrics middleware",
           cli=True, env="METRICS", components=("api",)),
     Param(name="api_port", type=int, bounds=(1, 65535), help="API port (default: a free one)", cli=True),
-    Param(name="fault", type=str, help="kill-worker@SECONDS or kill-api@SECONDS: killed mid-load, then restarted",
+    Param(name="fault", type=str, help="KIND@T, KIND@T+D or KIND@T/P: kill-worker@T[/P], kill-api@T, pause-worker@T+D, "
+          "stall-broker@T+D (docs/faults.md)",
           cli=True, kinds=_Q, attr=""),  # RunConfig holds it parsed
     # -- the http scenarios' app and server --
     Param(name="endpoint", type=str,

@@ -1,10 +1,22 @@
-"""Fault injection under load: kill a component mid-run, restart it, measure what it cost.
+"""Fault injection under load: the registry of fault kinds, their spec, and the thread that injects one.
 
-``kill-worker@T`` SIGKILLs the first worker's process group T seconds into the load (an OOM kill,
-a node lost) and starts a new worker at once, as a supervisor with ``restart: always`` would.
-``kill-api@T`` does the same to the API: on the same port, so the load generator's users reconnect
-to it. The audit then says what the kill cost (lost and duplicated tasks), and the ledger's times say
-how long the run took to recover.
+A fault is ``--fault KIND@T`` (T seconds into the load), ``KIND@T+D`` (lasting D seconds) or
+``KIND@T/P`` (again every P seconds until the load ends). What each kind does is a function of
+:mod:`.fault_actions` (or of another module) that :data:`KINDS` names:
+
+- ``kill-worker@T``: SIGKILL the first worker's process group (an OOM kill, a node lost) and start a
+  new worker at once, as a supervisor with ``restart: always`` would; ``kill-worker@T/P`` does it every
+  P seconds until the load ends (a crash loop).
+- ``kill-api@T``: the same to the API, on the same port, so the load generator's users reconnect.
+- ``pause-worker@T+D``: SIGSTOP the first worker's process group for D seconds, then SIGCONT (a
+  frozen VM, a long GC pause): with D past the backend's visibility timeout (``--task-timeout``) its
+  tasks are redelivered while the first copy is still alive.
+- ``stall-broker@T+D``: the broker answers nothing for D seconds (``CLIENT PAUSE <ms> ALL`` on Redis;
+  SIGSTOP of a RabbitMQ/NATS server the harness started itself; refused on anyone else's server).
+
+A new kind is one entry in :data:`KINDS`: its help, its target, whether it takes ``+D`` or ``/P``,
+the action, and optionally a check of the broker made before any case starts. The audit then says
+what the fault cost (lost and duplicated tasks) and :mod:`.recovery` how long the run took to recover.
 """
 
 from __future__ import annotations
@@ -12,146 +24,144 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from taskbench.harness.fault_actions import (
+    Broker,
+    FaultContext,
+    kill_and_restart,
+    pause_worker,
+    stall_broker,
+    stall_problem,
+)
 from taskbench.harness.processes import Managed, ProcessSet
 from taskbench.results import FaultRecord
-from taskbench.wait import WaitTimeoutError, wait_until
 
-KINDS = {
-    "kill-worker": "SIGKILL the first worker's process group, then start a new worker",
-    "kill-api": "SIGKILL the API's process group, then start a new API on the same port",
+__all__ = ["KINDS", "Broker", "Fault", "FaultKind", "Injector"]
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    help: str
+    target: str  # worker-0 | api | broker
+    action: Callable[[FaultContext], None]
+    duration: bool = False  # takes (and needs) +D
+    period: bool = False  # may take /P
+    #: why the fault cannot be done on this broker (None: it can), asked before any case runs
+    check: Callable[[Broker | None], str | None] | None = None
+
+
+KINDS: dict[str, FaultKind] = {
+    "kill-worker": FaultKind("SIGKILL the first worker's process group, then start a new worker "
+                             "(@T/P: every P s until the load ends)", "worker-0", kill_and_restart, period=True),
+    "kill-api": FaultKind("SIGKILL the API's process group, then start a new API on the same port", "api",
+                          kill_and_restart),
+    "pause-worker": FaultKind("SIGSTOP the first worker's process group for D s, then SIGCONT", "worker-0",
+                              pause_worker, duration=True),
+    "stall-broker": FaultKind("the broker answers nothing for D s (Redis: CLIENT PAUSE ALL; a RabbitMQ/NATS "
+                              "server the harness started: SIGSTOP)", "broker", stall_broker, duration=True,
+                              check=stall_problem),
 }
-RECOVERED_SHARE = 0.5  # recovered: back to half the rate of the seconds before the fault
-_WINDOW_S = 1.0
-_BEFORE_S = 3.0
+
+
+def _seconds(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--fault: {text!r} is not a number of seconds") from None
+    if not 0 < value <= 3600:
+        raise ValueError(f"--fault: {what} must be in (0, 3600] seconds")
+    return value
 
 
 @dataclass(frozen=True)
 class Fault:
     kind: str
     at: float  # seconds after the load started
+    duration: float | None = None  # +D
+    period: float | None = None  # /P
 
     @classmethod
     def parse(cls, text: str) -> Fault:
-        """``KIND@SECONDS``, e.g. ``kill-worker@5``."""
-        kind, sep, at = text.strip().partition("@")
-        if kind not in KINDS:
-            raise ValueError(f"--fault: unknown fault {kind!r}; known: {', '.join(KINDS)}")
+        """``KIND@T``, ``KIND@T+D`` or ``KIND@T/P``, e.g. ``kill-worker@5``, ``pause-worker@2+8``."""
+        name, sep, when = text.strip().partition("@")
+        spec = KINDS.get(name)
+        if spec is None:
+            raise ValueError(f"--fault: unknown fault {name!r}; known: {', '.join(KINDS)}")
+        example = f"{name}@5+3" if spec.duration else f"{name}@5"
         if not sep:
-            raise ValueError(f"--fault: say when, in seconds after the load starts: {kind}@5")
-        try:
-            seconds = float(at)
-        except ValueError:
-            raise ValueError(f"--fault: {at!r} is not a number of seconds") from None
-        if not 0 < seconds <= 3600:
-            raise ValueError("--fault: the time must be in (0, 3600] seconds after the load starts")
-        return cls(kind, seconds)
+            raise ValueError(f"--fault: say when, in seconds after the load starts: {example}")
+        duration = period = None
+        if "+" in when:
+            when, _, extra = when.partition("+")
+            if not spec.duration:
+                raise ValueError(f"--fault: {name} takes no duration (+D); e.g. {example}")
+            duration = _seconds(extra, "the duration (+D)")
+        elif "/" in when:
+            when, _, extra = when.partition("/")
+            if not spec.period:
+                raise ValueError(f"--fault: {name} does not repeat (/P); e.g. {example}")
+            period = _seconds(extra, "the period (/P)")
+        if spec.duration and duration is None:
+            raise ValueError(f"--fault: say how long {name} lasts, in seconds: {example}")
+        return cls(name, _seconds(when, "the time"), duration, period)
+
+    @property
+    def spec(self) -> FaultKind:
+        return KINDS[self.kind]
 
     @property
     def target(self) -> str:
-        return "api" if self.kind == "kill-api" else "worker-0"
+        return self.spec.target
 
     def describe(self) -> str:
-        return f"{self.kind}@{self.at:g}"
+        extra = f"+{self.duration:g}" if self.duration else f"/{self.period:g}" if self.period else ""
+        return f"{self.kind}@{self.at:g}{extra}"
+
+    def problem(self, broker: Broker | None) -> str | None:
+        """Why this fault cannot be injected on ``broker`` (None: it can)."""
+        return self.spec.check(broker) if self.spec.check else None
+
+    def join_timeout(self, ready_timeout: float) -> float:
+        """How long the load's end may wait for the injector: its duration, a restart, a margin."""
+        return (self.duration or 0.0) + ready_timeout + 30
 
 
 class Injector:
     """Carries out one fault on a thread of its own while the load runs on the main thread."""
 
     def __init__(self, fault: Fault, procs: ProcessSet, *, ready: Callable[[Managed], bool],
-                 restarted: Callable[[Managed], None], ready_timeout: float) -> None:
+                 restarted: Callable[[Managed], None], ready_timeout: float, broker: Broker | None = None) -> None:
         self.fault = fault
-        self.procs = procs
-        self.ready = ready
-        self.restarted = restarted
-        self.ready_timeout = ready_timeout
         self.record = FaultRecord(fault=fault.describe(), target=fault.target)
-        self._done = threading.Event()  # the load ended: too late to inject
-        self._cancel = threading.Event()  # the run is being interrupted: stop waiting at once
+        self.ctx = FaultContext(fault=fault, procs=procs, record=self.record, ready=ready, restarted=restarted,
+                                ready_timeout=ready_timeout, broker=broker)
 
     @contextlib.contextmanager
     def armed(self, load_start: float) -> Iterator[None]:
-        """Inject at ``load_start + at`` unless the block (the load) ends first; join on exit."""
-        thread = threading.Thread(target=self._run, args=(load_start,), name="taskbench-fault",
-                                  daemon=True)
+        """Inject at ``load_start + at`` unless the block (the load) ends first; join on exit.
+
+        A fault that lasts (a pause) outlives the load if it must: the block's end waits for it,
+        so the drain starts with every process running again.
+        """
+        self.record.load_start = load_start
+        thread = threading.Thread(target=self._run, args=(load_start,), name="taskbench-fault", daemon=True)
         thread.start()
         try:
             yield
         except BaseException:
-            self._cancel.set()
+            self.ctx.cancel.set()
             raise
         finally:
-            self._done.set()
-            thread.join(timeout=self.ready_timeout + 30)
+            self.ctx.load_done.set()
+            thread.join(timeout=self.fault.join_timeout(self.ctx.ready_timeout))
 
     def _run(self, load_start: float) -> None:
-        if self._done.wait(max(0.0, load_start + self.fault.at - time.time())):
-            self.record.note = "the load ended before the fault was due: nothing was killed"
+        if self.ctx.load_done.wait(max(0.0, load_start + self.fault.at - time.time())):
+            self.record.note = "the load ended before the fault was due: nothing was injected"
             return
         try:
-            self._inject()
+            self.fault.spec.action(self.ctx)
         except Exception as exc:  # reported in the result; the run goes on and says so
             self.record.error = f"{type(exc).__name__}: {exc}"
-
-    def _inject(self) -> None:
-        killed_at = time.time()
-        old_pid, code = self.procs.kill(self.fault.target)
-        self.record.injected, self.record.at = True, killed_at
-        self.record.killed_pid, self.record.killed_exit_code = old_pid, code
-        new = self.procs.restart(self.fault.target)
-        self.record.restarted_pid = new.pid
-        self.restarted(new)
-
-        def gone() -> str | None:
-            if self._cancel.is_set():
-                return "cancelled"
-            if not new.alive():
-                return (f"the restarted {new.name} exited with code {new.exit_code()}; "
-                        f"its log ({new.log_path}) ends:\n{new.tail()}")
-            return None
-
-        try:
-            wait_until(lambda: self.ready(new), self.ready_timeout, interval=0.02, abort=gone,
-                       what=f"the restarted {new.name} being ready")
-        except WaitTimeoutError as exc:
-            if not self._cancel.is_set():
-                raise RuntimeError(str(exc)) from None
-            return
-        self.record.ready_after_s = time.time() - killed_at
-
-
-def recovery(events: list[float], fault_at: float) -> float | None:
-    """Seconds from the fault until ``events`` (timestamps) come at half their earlier rate again.
-
-    The earlier rate is the mean over the seconds before the fault (up to three). None when there
-    was no rate to recover to, or it never came back.
-    """
-    events = sorted(events)
-    before_from = max(fault_at - _BEFORE_S, events[0]) if events else fault_at
-    span = fault_at - before_from
-    if span < 0.5:
-        return None
-    before = sum(1 for t in events if before_from <= t < fault_at) / span
-    need = RECOVERED_SHARE * before * _WINDOW_S
-    if need <= 0:
-        return None
-    after = [t for t in events if t >= fault_at]
-    # the first one-second window, starting at an event, that holds enough events: its start
-    hi = 0
-    for lo, start in enumerate(after):
-        while hi < len(after) and after[hi] < start + _WINDOW_S:
-            hi += 1
-        if hi - lo >= need:
-            return start - fault_at
-    return None
-
-
-def summarize(record: FaultRecord, times: Mapping[str, tuple[float, ...]]) -> FaultRecord:
-    """The record with the recovery figures, from the ledger's (enqueued, started, finished) times."""
-    if not record.injected or record.at is None:
-        return record
-    rows = list(times.values())
-    return record.model_copy(update={"accepting_again_s": recovery([r[0] for r in rows], record.at),
-                                     "executing_again_s": recovery([r[2] for r in rows], record.at)})

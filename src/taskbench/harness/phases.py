@@ -139,7 +139,7 @@ def check_metrics(client: Any, settings: Settings, port: int, executions: int,
     checked = MetricsCheck.model_validate(cross_check(urls, executions, settle=0.5 if injected else 3.0))
     if checked.match:
         return checked, []
-    if injected and fault is not None:
+    if injected and fault is not None and fault.kills:
         # a SIGKILLed process takes its /metrics with it: its counts cannot be scraped
         checked.note = (f"{fault.target} was killed mid-run, so its counters are gone; "
                         "the ledger's audit is the account of this run")
@@ -201,14 +201,18 @@ def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, d
         summary.restart_ready_s = fault.ready_after_s
         summary.accepting_again_s = fault.accepting_again_s
         summary.executing_again_s = fault.executing_again_s
+        summary.executing_90_s = fault.executing_90_s
+        summary.first_execution_s = fault.first_execution_s
+        summary.throughput_ratio = fault.throughput_ratio
     return summary
 
 
 def queue_status(summary: Summary, *, audit_ok: bool, drained: bool, failures: list[str]) -> Status:
-    """ok: clean; errors: some requests failed but every accepted task ran once; failed: otherwise."""
+    """ok: clean; errors: some requests failed, or (a fault case) tasks were lost or ran twice where the
+    backend does not promise otherwise; failed: otherwise."""
     if not audit_ok or not drained or failures or not summary.accepted:
         return "failed"
-    return "errors" if summary.errors_pct else "ok"
+    return "errors" if summary.errors_pct or summary.lost or summary.duplicated else "ok"
 
 
 def _text(value: bytes | str) -> str:

@@ -12,10 +12,10 @@ from typing import Any
 
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
-from taskbench.harness import progress
+from taskbench.harness import HarnessError, progress
 from taskbench.harness.config import RunConfig
 from taskbench.harness.envs import ensure_env, project_root, versions
-from taskbench.harness.faults import Injector, summarize
+from taskbench.harness.faults import Broker, Injector
 from taskbench.harness.machine import result_header
 from taskbench.harness.phases import (
     WARMUP_PREFIX,
@@ -29,6 +29,7 @@ from taskbench.harness.phases import (
 )
 from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import Managed
+from taskbench.harness.recovery import broken_promises, promise_of, summarize
 from taskbench.harness.redis_server import check_broker, provide_redis
 from taskbench.harness.stack import Stack
 from taskbench.harness.stalls import Patient, redis_client, server_of
@@ -59,6 +60,7 @@ class Runner:
         self.run_id = run_id or f"{stamp()}-{os.getpid()}"
         self.out_dir = config.output / self.run_id
         self.root = project_root()
+        self.broker: Broker | None = None
 
     # -- public ---------------------------------------------------------------------------
 
@@ -74,12 +76,22 @@ class Runner:
             if cfg.broker != "redis":
                 broker_url = Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
                 check_broker(cfg.broker, broker_url)
+            self.broker = self.broker_of(redis_url)
+            problem = cfg.fault.problem(self.broker) if cfg.fault else None
+            if problem:
+                raise HarnessError(problem)
             for index, name in enumerate(cfg.backends):
                 result.cases.append(self.run_case(index, name, pythons[name], redis_url))
                 write_result(self.result_path(), result)
         result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         write_result(self.result_path(), result)
         return result
+
+    def broker_of(self, redis_url: str) -> Broker:
+        """The broker the case's tasks travel through (a fault may stall it)."""
+        cfg = self.config
+        return Broker(cfg.broker, Settings(broker=cfg.broker, broker_url=cfg.broker_url,
+                                           redis_url=redis_url).broker_address)
 
     def result_path(self) -> Path:
         return self.out_dir / "result.json"
@@ -151,7 +163,7 @@ class Runner:
                 injector, fault_limits = self._injector(stack, client, settings, port, case)
                 if injector is None and cfg.fault is not None:
                     case.fault = FaultRecord(fault=cfg.fault.describe(), target=cfg.fault.target,
-                                             note=f"{name} has no worker process to kill")
+                                             note=f"{name} has no worker process to {cfg.fault.kind.split('-')[0]}")
                 load_start = time.time()
                 armed = injector.armed(load_start) if injector else contextlib.nullcontext()
                 with progress.phase(f"[{name}] load", total=cfg.load.requests, duration=cfg.load.duration,
@@ -181,9 +193,11 @@ class Runner:
                         load.accepted_ids, rows.counts, rows.times, deadline=drained.deadline,
                         ignore_prefix=WARMUP_PREFIX, start=load_start, corrupt=rows.corrupt,
                         failed_ids=load.failed_ids).to_model()
+                case.load = load.to_model()
                 if rows is not None:
                     if case.fault is not None:
-                        case.fault = summarize(case.fault, rows.times)
+                        case.fault = summarize(case.fault, rows.times, case.load,
+                                               promise_of(name, cfg.broker, durable=case.durable))
                     case.metrics, metric_failures = check_metrics(client, settings, port, sum(rows.counts.values()),
                                                                   case.fault)
                     failures += metric_failures
@@ -197,12 +211,16 @@ class Runner:
         for proc_name, code in case.exit_codes.items():
             if code not in (0, -15):
                 failures.append(f"{proc_name} exited with code {code} at stop")
-        case.load = load.to_model()
         case.audit = report
+        injected = case.fault is not None and case.fault.injected
+        if report is not None and injected:
+            # lost and duplicated tasks are judged by what the backend promises (docs/backends.md)
+            failures += broken_promises(case.fault, lost=report.lost, duplicated=report.duplicated)
         case.summary = queue_summary(case.load, report, load_start=load_start, drained=drained.drained,
                                      fault=case.fault)
         case.failures = failures
-        case.status = queue_status(case.summary, audit_ok=report is not None and report.ok, drained=drained.drained,
+        audit_ok = report is not None and (report.corrupt == 0 if injected else report.ok)
+        case.status = queue_status(case.summary, audit_ok=audit_ok, drained=drained.drained,
                                    failures=failures)
         return case
 
@@ -228,7 +246,7 @@ class Runner:
                 restarted_limits[proc.name] = stack.limit_process(proc, limit, track=False)
 
         injector = Injector(fault, stack.procs, ready=ready, restarted=restarted,
-                            ready_timeout=self.config.startup_timeout)
+                            ready_timeout=self.config.startup_timeout, broker=self.broker)
         return injector, restarted_limits
 
 

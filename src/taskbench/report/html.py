@@ -215,7 +215,12 @@ def queue_plots(case: QueueCase) -> list[str]:
     lines = [plots.Line("requests/s", xs, [row.completed for row in load.per_second]),
              plots.Line("accepted tasks/s", xs, [row.ok for row in load.per_second], style="--")]
     caption = ""
-    if audit is not None and audit.executed_per_second:
+    fault_seconds = case.fault.timeline if case.fault is not None else []
+    if fault_seconds:  # a fault case: the timeline its record keeps (driver's 2xx, ledger's finishes)
+        ts = [row.t for row in fault_seconds]
+        lines[1] = plots.Line("accepted tasks/s", ts, [row.accepted for row in fault_seconds], style="--")
+        lines.append(plots.Line("executed tasks/s", ts, [row.executed for row in fault_seconds]))
+    elif audit is not None and audit.executed_per_second:
         ex = audit.executed_per_second
         lines.append(plots.Line("executed tasks/s", list(range(len(ex))), ex))
     elif audit is not None:
@@ -286,10 +291,18 @@ def fault_marks(fault: FaultRecord | None, load_start: float | None) -> list[plo
             at = float(fault.fault.partition("@")[2])
         except ValueError:
             return []
-    marks = [plots.Mark(at, f"{fault.fault}: {fault.target} killed")]
+    verb = "killed" if fault.killed_pid is not None else "stopped"
+    marks = [plots.Mark(at, f"{fault.fault}: {fault.target} {verb}")]
+    if fault.at is not None and load_start is not None:
+        marks += [plots.Mark(t - load_start, f"killed again (+{t - fault.at:.1f} s)", color="#d62728", style=":")
+                  for t in fault.kills[1:]]
+        if fault.ended is not None:
+            marks.append(plots.Mark(fault.ended - load_start, f"{fault.target} back (+{fault.ended - fault.at:.1f} s)",
+                                    color="#d62728", style="--"))
     for value, label, color in ((fault.ready_after_s, "restarted, ready", "#9467bd"),
                                 (fault.accepting_again_s, "accepting again", "#ff7f0e"),
-                                (fault.executing_again_s, "executing again", "#2ca02c")):
+                                (fault.executing_again_s, "executing again", "#2ca02c"),
+                                (fault.executing_90_s, "90 % again", "#17becf")):
         if value is not None:
             marks.append(plots.Mark(at + value, f"{label} (+{value:.1f} s)", color=color, style=":"))
     return marks

@@ -82,13 +82,24 @@ def fault_line(fault: FaultRecord) -> str:
     def seconds(value: float | None) -> str:
         return "never" if value is None else f"{value:.2f} s"
 
-    parts = [f"fault {fault.fault}: {fault.target} (pid {fault.killed_pid}) killed"]
-    if fault.ready_after_s is not None:
-        parts.append(f"restarted and ready after {fault.ready_after_s:.2f} s")
-    elif fault.error:
-        parts.append(f"restart failed: {fault.error}")
+    if fault.killed_pid is not None:
+        times = f" {len(fault.kills)} times" if len(fault.kills) > 1 else ""
+        parts = [f"fault {fault.fault}: {fault.target} (pid {fault.killed_pid}) killed{times}"]
+        if fault.ready_after_s is not None:
+            parts.append(f"restarted and ready after {fault.ready_after_s:.2f} s")
+    else:
+        lasted = f" for {fault.ended - fault.at:.2f} s" if fault.ended and fault.at else ""
+        parts = [f"fault {fault.fault}: {fault.target} stopped{lasted}"]
+    if fault.error:
+        parts.append(f"failed: {fault.error}")
     parts.append(f"tasks accepted at half the earlier rate again after {seconds(fault.accepting_again_s)}, "
                  f"executed after {seconds(fault.executing_again_s)}")
+    if fault.first_execution_s is not None or fault.executing_90_s is not None:
+        parts.append(f"first execution after {seconds(fault.first_execution_s)}, "
+                     f"90 % of the rate after {seconds(fault.executing_90_s)}")
+    if fault.throughput_ratio is not None:
+        parts.append(f"throughput after recovery {fault.throughput_ratio:.2f} x the "
+                     f"{fault.pre_fault_rate or 0:.0f}/s before")
     return "; ".join(parts)
 
 

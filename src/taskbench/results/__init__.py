@@ -18,12 +18,14 @@ from taskbench.results.model import (
     AuditResult,
     Cleanup,
     FaultRecord,
+    FaultSecond,
     LimitAsked,
     LimitRecord,
     LimitStats,
     Load,
     MetricsCheck,
     Percentiles,
+    Promise,
     RepeatRun,
     SeriesPoint,
     Spread,
@@ -33,7 +35,7 @@ from taskbench.results.model import (
 
 __all__ = [
     "RANKED_BY", "SCHEMA_VERSION", "AuditResult", "Case", "CaseBase", "CeleryCase", "Cleanup", "Commit",
-    "FaultRecord", "HttpCase", "LimitAsked", "LimitRecord", "LimitStats", "Load", "Machine", "MetricsCheck",
-    "Percentiles", "QueueCase", "RepeatRun", "Result", "ResultFormatError", "ScenarioInfo", "SeriesPoint",
-    "Spread", "Status", "Summary", "load", "parse", "passed",
+    "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked", "LimitRecord", "LimitStats", "Load", "Machine",
+    "MetricsCheck", "Percentiles", "Promise", "QueueCase", "RepeatRun", "Result", "ResultFormatError",
+    "ScenarioInfo", "SeriesPoint", "Spread", "Status", "Summary", "load", "parse", "passed",
 ]

@@ -112,8 +112,11 @@ def passed(case: CaseBase) -> bool:
     """The one rule for a case's exit status.
 
     ``ok`` passes and ``failed`` (a lost or duplicated task, a drain timeout, a dead process) fails;
-    ``errors`` (every accepted task ran once, but some requests got no 2xx) passes only where failed
-    requests are what the case measures: a scenario's case, or a run with an injected fault.
+    ``errors`` (some requests got no 2xx; or, after an injected fault, tasks were lost or ran twice
+    that the backend's configuration does not promise to keep or to run once) passes only where these
+    are what the case measures: a scenario's case, or a run with an injected fault. A fault case whose
+    backend broke its promise (a loss it promises to prevent, a duplicate where it promises at most
+    once) or that never recovered is ``failed`` (harness/recovery.py, ``broken_promises``).
     """
     return case.status == "ok" or (case.status == "errors" and case.errors_expected)
 

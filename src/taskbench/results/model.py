@@ -183,8 +183,30 @@ class LimitAsked(Model):
     memory_mb: int | None = None
 
 
+class FaultSecond(Model):
+    """One second of a fault case, counted from the load's start: 2xx answers, tasks finished."""
+
+    t: int
+    accepted: int = 0
+    executed: int = 0
+
+
+class Promise(Model):
+    """What a backend's configuration promises across a fault: the exit rule of a fault case."""
+
+    #: a task answered 2xx runs even if a component crashes (a loss fails the case)
+    keeps_accepted: bool = True
+    #: a task runs at most once, or duplicates are removed (a duplicate fails the case)
+    no_duplicates: bool = False
+    text: str = ""
+
+
 class FaultRecord(Model):
-    """An injected fault and what it cost (times in seconds after the fault)."""
+    """An injected fault and what it cost (times in seconds after the fault).
+
+    Fields after ``executing_again_s`` came with the fault matrix (issue 14); files written before
+    it load with their defaults.
+    """
 
     fault: str
     target: str = ""
@@ -198,7 +220,24 @@ class FaultRecord(Model):
     ready_after_s: float | None = None
     #: None while injected means "never" (the rate did not come back)
     accepting_again_s: float | None = None
-    executing_again_s: float | None = None
+    executing_again_s: float | None = None  # back to 50 % of the pre-fault execution rate
+    #: the load's start (wall clock): second 0 of ``timeline``
+    load_start: float | None = None
+    #: when a fault that lasts (pause, stall) ended
+    ended: float | None = None
+    #: every kill (wall clock) and how long each restarted process took to be ready
+    kills: list[float] = []
+    restarts_ready_s: list[float] = []
+    #: what was observed that shows the fault happened
+    proof: list[str] = []
+    first_execution_s: float | None = None  # the first task started after the fault, finished
+    executing_90_s: float | None = None  # back to 90 % of the pre-fault execution rate
+    pre_fault_rate: float | None = None  # executions per second before the fault
+    post_recovery_rate: float | None = None  # over an equal window from the 90 % (else 50 %) point
+    throughput_ratio: float | None = None  # post_recovery_rate / pre_fault_rate
+    recovered: bool | None = None  # None: no pre-fault rate to judge by
+    promise: Promise | None = None
+    timeline: list[FaultSecond] = []
 
 
 class MetricsCheck(Model):
@@ -258,6 +297,9 @@ class Summary(Model):
     restart_ready_s: float | None = None
     accepting_again_s: float | None = None
     executing_again_s: float | None = None
+    executing_90_s: float | None = None
+    first_execution_s: float | None = None
+    throughput_ratio: float | None = None
     # http
     concurrency: float | None = None
     server_processes_seen: int | None = None

@@ -1,0 +1,238 @@
+"""What each fault does to the running processes, on the injector's thread (see :mod:`.faults`).
+
+An action gets a :class:`FaultContext`: the case's processes, the broker, the fault's record to
+fill in, and two events (the load ended; the run is being interrupted). Whatever an action stops or
+pauses, it resumes in a ``finally``: an interrupted run leaves no frozen process and no paused
+broker behind. Each action also records, in ``record.proof``, what it observed that shows the fault
+really happened (the group's processes in state "stopped", a PING the broker did not answer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import psutil
+
+from taskbench.harness.processes import Managed, ProcessSet
+from taskbench.harness.redis_server import describe
+from taskbench.results import FaultRecord
+from taskbench.wait import WaitTimeoutError, wait_until
+
+if TYPE_CHECKING:
+    from taskbench.harness.faults import Fault
+
+#: how long a probe PING waits for a stalled broker before it counts as "did not answer"
+PROBE_S = 0.3
+
+
+@dataclass
+class Broker:
+    """The broker of a case: its kind, URL, and its server process when the harness started it."""
+
+    kind: str  # redis | rabbitmq | nats
+    url: str
+    proc: Managed | None = None
+
+    def describe(self) -> str:
+        return f"{self.kind} at {describe(self.url) if self.kind == 'redis' else self.url}"
+
+
+@dataclass
+class FaultContext:
+    fault: Fault
+    procs: ProcessSet
+    record: FaultRecord
+    ready: Callable[[Managed], bool]
+    restarted: Callable[[Managed], None]
+    ready_timeout: float
+    broker: Broker | None = None
+    load_done: threading.Event = field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    def sleep_until(self, when: float, *, until_load_ends: bool = False) -> bool:
+        """Wait until ``when`` (wall clock); False when the run was interrupted (or the load ended,
+        with ``until_load_ends``) first."""
+        while (left := when - time.time()) > 0:
+            if self.cancel.wait(min(left, 0.05)):
+                return False
+            if until_load_ends and self.load_done.is_set():
+                return False
+        return not self.cancel.is_set()
+
+
+# -- kill, once or every P seconds -------------------------------------------------------------------
+
+
+def kill_and_restart(ctx: FaultContext) -> None:
+    """``kill-worker@T``, ``kill-api@T`` (once) and ``kill-worker@T/P`` (every P s until the load ends)."""
+    target, period = ctx.fault.target, ctx.fault.period
+    record = ctx.record
+    first = time.time()
+    record.injected, record.at = True, first
+    n = 0
+    while True:
+        killed_at = time.time()
+        pid, code = ctx.procs.kill(target)
+        n += 1
+        record.kills.append(killed_at)
+        if n == 1:
+            record.killed_pid, record.killed_exit_code = pid, code
+        record.proof.append(f"kill {n}: {target} (pid {pid}) exited with code {code}")
+        new = ctx.procs.restart(target)
+        record.restarted_pid = new.pid
+        ctx.restarted(new)
+        ready = _wait_ready(ctx, new)
+        if ready is None:
+            return
+        record.restarts_ready_s.append(ready - killed_at)
+        if n == 1:
+            record.ready_after_s = ready - killed_at
+        if period is None or not ctx.sleep_until(first + n * period, until_load_ends=True):
+            return
+
+
+def _wait_ready(ctx: FaultContext, new: Managed) -> float | None:
+    """When the restarted process was ready; None if the run was interrupted first."""
+
+    def gone() -> str | None:
+        if ctx.cancel.is_set():
+            return "cancelled"
+        if not new.alive():
+            return (f"the restarted {new.name} exited with code {new.exit_code()}; "
+                    f"its log ({new.log_path}) ends:\n{new.tail()}")
+        return None
+
+    try:
+        wait_until(lambda: ctx.ready(new), ctx.ready_timeout, interval=0.02, abort=gone,
+                   what=f"the restarted {new.name} being ready")
+    except WaitTimeoutError as exc:
+        if not ctx.cancel.is_set():
+            raise RuntimeError(str(exc)) from None
+        return None
+    return time.time()
+
+
+# -- pause a worker ----------------------------------------------------------------------------------
+
+
+def pause_worker(ctx: FaultContext) -> None:
+    """``pause-worker@T+D``: SIGSTOP the worker's process group for D seconds, then SIGCONT."""
+    proc = ctx.procs.get(ctx.fault.target)
+    with _group_stopped(proc.pid, ctx.record, proc.name):
+        ctx.record.proof.append(_stopped_proof(proc.pid, proc.name))
+        ctx.sleep_until((ctx.record.at or time.time()) + (ctx.fault.duration or 0.0))
+
+
+@contextlib.contextmanager
+def _group_stopped(pgid: int, record: FaultRecord, name: str) -> Iterator[None]:
+    os.killpg(pgid, signal.SIGSTOP)
+    record.injected, record.at = True, time.time()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGCONT)
+        record.ended = time.time()
+        record.proof.append(f"{name} (process group {pgid}) continued (SIGCONT) after "
+                            f"{record.ended - (record.at or record.ended):.2f} s")
+
+
+def _stopped_proof(pgid: int, name: str) -> str:
+    """How many of the group's processes the kernel shows as stopped (waits up to 1 s for all)."""
+    members: list[psutil.Process] = []
+    with contextlib.suppress(psutil.Error):
+        leader = psutil.Process(pgid)
+        members = [leader, *leader.children(recursive=True)]
+    members = [p for p in members if _pgid(p) == pgid]
+
+    def stopped() -> int:
+        count = 0
+        for p in members:
+            with contextlib.suppress(psutil.Error):
+                count += p.status() == psutil.STATUS_STOPPED
+        return count
+
+    with contextlib.suppress(WaitTimeoutError):
+        wait_until(lambda: stopped() == len(members), 1.0, interval=0.01, what="the group stopped")
+    return f"{name} (process group {pgid}): {stopped()} of {len(members)} process(es) in state stopped"
+
+
+def _pgid(proc: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(proc.pid)
+    except OSError:
+        return None
+
+
+# -- stall the broker --------------------------------------------------------------------------------
+
+
+def stall_problem(broker: Broker | None) -> str | None:
+    """Why ``stall-broker`` cannot be done on this broker (None: it can)."""
+    if broker is None:
+        return "stall-broker: the case has no broker"
+    if broker.kind == "redis" or broker.proc is not None:
+        return None
+    return (f"stall-broker: the {broker.describe()} is a server the harness did not start, and "
+            f"{broker.kind} has no command to pause itself: stalling it would mean freezing a process "
+            "taskbench does not own. Run it against a Redis broker, or a private server the harness starts")
+
+
+def stall_broker(ctx: FaultContext) -> None:
+    """``stall-broker@T+D``: CLIENT PAUSE <D ms> ALL on Redis; SIGSTOP of a server the harness owns."""
+    broker, record = ctx.broker, ctx.record
+    problem = stall_problem(broker)
+    if problem is not None or broker is None:
+        raise RuntimeError(problem)
+    duration = ctx.fault.duration or 0.0
+    if broker.kind == "redis":
+        _pause_redis(broker.url, duration, record)
+        ctx.sleep_until((record.at or time.time()) + duration)
+        record.proof.append(_redis_answers_again(broker.url, record))
+        return
+    assert broker.proc is not None
+    with _group_stopped(broker.proc.pid, record, f"the {broker.kind} server"):
+        record.proof.append(_stopped_proof(broker.proc.pid, f"the {broker.kind} server"))
+        ctx.sleep_until((record.at or time.time()) + duration)
+
+
+def _pause_redis(url: str, duration: float, record: FaultRecord) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        client.client_pause(max(1, round(duration * 1000)), all=True)
+        record.injected, record.at = True, time.time()
+        record.ended = record.at + duration  # Redis ends the pause itself, even if we are gone
+    finally:
+        client.close()
+    probe = redis.Redis.from_url(url, socket_timeout=PROBE_S, socket_connect_timeout=PROBE_S)
+    started = time.time()
+    try:
+        probe.ping()
+        record.proof.append(f"a PING during the pause was answered after {time.time() - started:.2f} s")
+    except (redis.exceptions.TimeoutError, redis.exceptions.ConnectionError):
+        record.proof.append(f"Redis at {describe(url)} did not answer a PING within {PROBE_S:g} s "
+                            "during the pause (CLIENT PAUSE ALL)")
+    finally:
+        probe.close()
+
+
+def _redis_answers_again(url: str, record: FaultRecord) -> str:
+    import redis
+
+    probe = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5)
+    try:
+        probe.ping()
+        return f"Redis answered again {time.time() - (record.at or time.time()):.2f} s after the pause began"
+    except (redis.exceptions.TimeoutError, redis.exceptions.ConnectionError) as exc:
+        return f"Redis did not answer after the pause: {exc}"
+    finally:
+        probe.close()

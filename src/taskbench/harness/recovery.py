@@ -1,0 +1,140 @@
+"""What a fault cost, from the ledger and the driver: recovery times, throughput, timeline, verdict.
+
+All times are seconds after the fault's start (``record.at``; the first kill of a repeated one).
+
+- first execution: the first task that started after the fault, and finished;
+- executing again (50 %) / 90 %: the start of the first one-second window after the fault that holds
+  half / 90 % of the executions per second of the seconds before the fault (up to three);
+- throughput ratio: executions per second over a window as long as the pre-fault one, starting where
+  the rate was back to 90 % (else 50 %), over the pre-fault rate; None when the window runs past the
+  last execution (the work ran out, nothing to compare);
+- timeline: per second since the load started, tasks accepted (the driver's 2xx) and executed (the
+  ledger's finish times).
+
+The verdict (:func:`broken_promises`) is what fails a fault case: a loss its backend promises to
+prevent, a duplicate where it promises at most once, or executions that never came back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from taskbench.results import FaultRecord, FaultSecond, Load, Promise
+
+RECOVERED_SHARE = 0.5  # "executing again": back to half the rate of the seconds before the fault
+FULL_SHARE = 0.9
+_WINDOW_S = 1.0
+_BEFORE_S = 3.0
+_TIMELINE_MAX_S = 3600
+
+
+def rate_before(events: list[float], fault_at: float) -> tuple[float, float] | None:
+    """Events per second over the seconds before the fault (up to three), and that span; None if < 0.5 s."""
+    events = sorted(events)
+    before_from = max(fault_at - _BEFORE_S, events[0]) if events else fault_at
+    span = fault_at - before_from
+    if span < 0.5:
+        return None
+    return sum(1 for t in events if before_from <= t < fault_at) / span, span
+
+
+def recovery(events: list[float], fault_at: float, share: float = RECOVERED_SHARE) -> float | None:
+    """Seconds from the fault until ``events`` (timestamps) come at ``share`` of their earlier rate again.
+
+    None when there was no rate to recover to, or it never came back.
+    """
+    before = rate_before(events, fault_at)
+    need = share * before[0] * _WINDOW_S if before else 0.0
+    if need <= 0:
+        return None
+    after = sorted(t for t in events if t >= fault_at)
+    # the first one-second window, starting at an event, that holds enough events: its start
+    hi = 0
+    for lo, start in enumerate(after):
+        while hi < len(after) and after[hi] < start + _WINDOW_S:
+            hi += 1
+        if hi - lo >= need:
+            return start - fault_at
+    return None
+
+
+def timeline(load: Load | None, finished: list[float], load_start: float) -> list[FaultSecond]:
+    """Accepted (driver) and executed (ledger) per second since the load started."""
+    accepted = {row.t: row.ok for row in load.per_second} if load is not None else {}
+    executed: dict[int, int] = {}
+    for t in finished:
+        second = math.floor(t - load_start)
+        if 0 <= second < _TIMELINE_MAX_S:
+            executed[second] = executed.get(second, 0) + 1
+    last = max([*accepted, *executed], default=-1)
+    return [FaultSecond(t=t, accepted=accepted.get(t, 0), executed=executed.get(t, 0)) for t in range(last + 1)]
+
+
+def summarize(record: FaultRecord, times: Mapping[str, tuple[float, ...]], load: Load | None = None,
+              promise: Promise | None = None) -> FaultRecord:
+    """The record with the recovery figures, from the ledger's (enqueued, started, finished) times."""
+    if not record.injected or record.at is None:
+        return record
+    at = record.at
+    rows = list(times.values())
+    finished = [r[2] for r in rows]
+    update: dict[str, object] = {
+        "promise": promise,
+        "accepting_again_s": recovery([r[0] for r in rows], at),
+        "executing_again_s": recovery(finished, at),
+        "executing_90_s": recovery(finished, at, FULL_SHARE),
+    }
+    after = [r[1] for r in rows if r[1] >= at]
+    update["first_execution_s"] = (min(after) - at) if after else None
+    before = rate_before(finished, at)
+    if before is not None and before[0] > 0:
+        rate, span = before
+        update["pre_fault_rate"] = rate
+        update["recovered"] = update["executing_again_s"] is not None
+        back = update["executing_90_s"] if update["executing_90_s"] is not None else update["executing_again_s"]
+        if isinstance(back, float) and finished and at + back + span <= max(finished):
+            lo = at + back
+            post = sum(1 for t in finished if lo <= t < lo + span) / span
+            update["post_recovery_rate"], update["throughput_ratio"] = post, post / rate
+    if record.load_start is not None:
+        update["timeline"] = timeline(load, finished, record.load_start)
+    return record.model_copy(update=update)
+
+
+def broken_promises(record: FaultRecord | None, *, lost: int, duplicated: int) -> list[str]:
+    """Why an injected fault fails its case: what its backend promised and did not keep, or no recovery."""
+    if record is None or not record.injected or record.promise is None:
+        return []
+    promise, out = record.promise, []
+    if lost and promise.keeps_accepted:
+        out.append(f"{lost} accepted task(s) lost, which {promise.text} promises to keep")
+    if duplicated and promise.no_duplicates:
+        out.append(f"{duplicated} task(s) ran twice, which {promise.text} promises not to do")
+    if record.recovered is False:
+        out.append(f"{record.target} never recovered from {record.fault}: executions never came back to "
+                   f"{RECOVERED_SHARE:.0%} of the {record.pre_fault_rate or 0:.0f}/s before the fault")
+    return out
+
+
+#: (backend, broker) pairs whose configuration here promises at most one execution per task (a duplicate
+#: after a fault fails the case). None yet: every queue backend as taskbench configures it acks after the
+#: task ran, i.e. at least once (docs/backends.md, "What a fault case promises").
+AT_MOST_ONCE: frozenset[tuple[str, str]] = frozenset()
+
+
+def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool = True) -> Promise:
+    """What ``backend`` on ``broker`` promises across a fault, as taskbench configures it.
+
+    ``durable``: the 2xx is sent after the broker holds the task (a queue backend, ``awaited`` enqueue).
+    ``broker_keeps``: the broker keeps what it holds across the fault (False: a restart of a broker
+    without persistence).
+    """
+    if not durable:
+        what = "background tasks" if backend == "background" else f"{backend} with the enqueue after the response"
+        return Promise(keeps_accepted=False, no_duplicates=False,
+                       text=f"{what} (the 2xx comes before the task is safe: nothing is promised)")
+    at_most_once = (backend, broker) in AT_MOST_ONCE
+    return Promise(keeps_accepted=broker_keeps, no_duplicates=at_most_once,
+                   text=f"{backend} on {broker} ({'at-most-once' if at_most_once else 'at-least-once'}"
+                        f"{'' if broker_keeps else ', broker without persistence'})")

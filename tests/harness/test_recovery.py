@@ -1,0 +1,55 @@
+"""What a fault cost: recovery times, throughput ratio, timeline, and the promise that decides the status."""
+
+from __future__ import annotations
+
+import pytest
+
+from taskbench.harness.recovery import broken_promises, promise_of, summarize
+from taskbench.results import FaultRecord, Load
+from taskbench.results.model import Second
+
+
+def _steady(start: float, end: float, per_s: int) -> list[float]:
+    n = round((end - start) * per_s)
+    return [start + i / per_s for i in range(n)]
+
+
+def _times(finishes: list[float]) -> dict[str, tuple[float, ...]]:
+    return {f"t{i}": (t - 0.01, t - 0.005, t) for i, t in enumerate(finishes)}
+
+
+def test_summary_of_a_pause_at_10_s_lasting_3_s() -> None:
+    # 100/s before the fault, nothing during it, 200/s (the backlog) for 2 s, then 100/s again
+    finishes = _steady(1000.0, 1010.0, 100) + _steady(1013.0, 1015.0, 200) + _steady(1015.0, 1020.0, 100)
+    load = Load(per_second=[Second(t=t, ok=100) for t in range(20)])
+    record = FaultRecord(fault="pause-worker@10+3", target="worker-0", injected=True, at=1010.0, ended=1013.0,
+                         load_start=1000.0)
+    out = summarize(record, _times(finishes), load, promise_of("arq", "redis", durable=True))
+    assert out.first_execution_s == pytest.approx(3.0, abs=0.01)
+    assert out.executing_again_s == pytest.approx(3.0, abs=0.02)
+    assert out.executing_90_s == pytest.approx(3.0, abs=0.02)
+    assert out.pre_fault_rate == pytest.approx(100.0)
+    # the window after recovery, as long as the pre-fault one (3 s): 2 s at 200/s and 1 s at 100/s
+    assert out.throughput_ratio == pytest.approx(500 / 3 / 100, abs=0.02)
+    assert out.recovered is True
+    assert [s.executed for s in out.timeline[9:14]] == [100, 0, 0, 0, 200]
+    assert [s.accepted for s in out.timeline[:3]] == [100, 100, 100] and len(out.timeline) == 20
+    assert broken_promises(out, lost=0, duplicated=3) == []  # at-least-once: duplicates are reported only
+
+
+def test_a_fault_that_never_recovers_or_loses_a_kept_task_fails() -> None:
+    finishes = _steady(1000.0, 1010.0, 100) + _steady(1011.0, 1020.0, 10)  # a trickle after the fault
+    record = FaultRecord(fault="stall-broker@10+1", target="broker", injected=True, at=1010.0, load_start=1000.0)
+    out = summarize(record, _times(finishes), None, promise_of("celery", "redis", durable=True))
+    assert out.recovered is False and out.executing_again_s is None and out.throughput_ratio is None
+    reasons = broken_promises(out, lost=2, duplicated=1)
+    assert len(reasons) == 2 and "2 accepted task(s) lost" in reasons[0] and "never recovered" in reasons[1]
+
+
+def test_background_tasks_promise_nothing_after_the_202() -> None:
+    promise = promise_of("background", "redis", durable=False)
+    assert not promise.keeps_accepted and not promise.no_duplicates
+    record = FaultRecord(fault="kill-api@2", injected=True, at=2.0, promise=promise, recovered=True)
+    assert broken_promises(record, lost=80, duplicated=0) == []
+    not_injected = FaultRecord(fault="kill-api@2", promise=promise_of("arq", "redis", durable=True))
+    assert broken_promises(not_injected, lost=5, duplicated=0) == []  # no fault: the plain audit rule holds
