@@ -1,0 +1,159 @@
+"""The new fault kinds on real processes and a private redis-server: each fault happened, nothing is left.
+
+Short open-model loads (100 requests/s, a few hundred requests) on arq, whose worker starts fastest.
+A watcher thread samples the harness's process tree every 20 ms, so the tests see for themselves what
+the harness's record claims (a worker in state "stopped", a new worker pid after each kill).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import redis
+
+from taskbench.harness.redis_server import EmbeddedRedis
+from tests.helpers import harness_cli
+
+LOAD = ["--model", "open", "--rate", "100", "--warmup", "10", "--users", "20"]
+
+
+@dataclass
+class Watch:
+    """What the process tree looked like: every pid seen, and the states each worker pid was seen in."""
+
+    seen: dict[int, psutil.Process] = field(default_factory=dict)
+    worker_states: dict[int, set[str]] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def watched(root: int) -> Iterator[Watch]:
+    watch, stop = Watch(), threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(root).children(recursive=True):
+                    watch.seen.setdefault(child.pid, child)
+                    with contextlib.suppress(psutil.Error):
+                        if child.cmdline()[-1:] == ["worker"]:
+                            watch.worker_states.setdefault(child.pid, set()).add(child.status())
+            stop.wait(0.02)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield watch
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def _run(args: list[str], out_dir: Path) -> tuple[int, str, dict[str, Any], Watch]:
+    with harness_cli(["run", "--backends", "arq", "--output", str(out_dir), *LOAD, *args]) as proc, \
+            watched(proc.pid) as watch:
+        out, _ = proc.communicate(timeout=300)
+    case = json.loads(next(out_dir.glob("*/result.json")).read_text())["cases"][0]
+    return proc.returncode, out, case, watch
+
+
+def _nothing_left(watch: Watch) -> None:
+    _, alive = psutil.wait_procs(list(watch.seen.values()), timeout=10)
+    assert not alive, [p.pid for p in alive]
+
+
+@pytest.mark.slow
+def test_paused_worker_is_stopped_then_continued(out_dir: Path) -> None:
+    # two workers: the other one goes on while worker-0 is frozen; no --redis-url: a private redis-server
+    code, out, case, watch = _run(["--requests", "300", "--workers", "2", "--task-timeout", "2",
+                                   "--fault", "pause-worker@1+1.5"], out_dir)
+    fault = case["fault"]
+    assert fault["injected"] and fault["target"] == "worker-0", (fault, out)
+    assert fault["ended"] > fault["at"] and fault["kills"] == []
+    assert any("in state stopped" in line and not line.split(": ")[1].startswith("0 of") for line in fault["proof"])
+    stopped = [pid for pid, states in watch.worker_states.items() if psutil.STATUS_STOPPED in states]
+    assert len(stopped) == 1, watch.worker_states  # the one paused, seen stopped by the watcher too
+    assert len(watch.worker_states[stopped[0]]) > 1, "and running again after SIGCONT"
+    assert case["summary"]["lost"] == 0 and fault["timeline"], case["summary"]
+    assert code == 0, out
+    _nothing_left(watch)
+
+
+@pytest.mark.slow
+def test_repeated_kills_kill_and_restart_the_worker_each_time(out_dir: Path) -> None:
+    code, out, case, watch = _run(["--requests", "450", "--task-timeout", "2", "--fault", "kill-worker@0.8/1.2"],
+                                  out_dir)
+    fault = case["fault"]
+    kills = len(fault["kills"])
+    assert fault["injected"] and kills >= 2, (fault, out)
+    assert len(fault["restarts_ready_s"]) == kills
+    assert sum(line.startswith("kill ") and "code -9" in line for line in fault["proof"]) == kills
+    assert len(watch.worker_states) >= kills + 1, watch.worker_states  # a new worker pid after each kill
+    assert f"killed {kills} times" in out
+    assert case["summary"]["lost"] == 0, case["summary"]  # arq keeps them (at-least-once)
+    assert code == 0, out
+    _nothing_left(watch)
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of this test's own: the stall pauses every client of it (never the machine's)."""
+    server = EmbeddedRedis(tmp_path / "private-redis.log")
+    server.start(dict(os.environ))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_stalled_broker_answers_nothing_until_the_stall_ends(private_redis: str, out_dir: Path) -> None:
+    # a probe of our own PINGs the broker all along: a PING sent during the stall is answered only after it
+    probes: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def probe() -> None:
+        client = redis.Redis.from_url(private_redis, socket_timeout=30)
+        while not stop.is_set():
+            sent = time.time()
+            with contextlib.suppress(redis.exceptions.RedisError):
+                client.ping()
+                probes.append((sent, time.time()))
+            stop.wait(0.05)
+        client.close()
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    try:
+        code, out, case, watch = _run(["--redis-url", private_redis, "--requests", "400",
+                                       "--fault", "stall-broker@1+2"], out_dir)
+    finally:
+        stop.set()
+        thread.join(35)
+    fault = case["fault"]
+    assert fault["injected"] and fault["target"] == "broker", (fault, out)
+    at, ended = fault["at"], fault["ended"]
+    assert any("did not answer a PING" in line for line in fault["proof"]), fault["proof"]
+    assert not [answered for _, answered in probes if at < answered < ended - 0.05], (at, ended)
+    held = [(sent, answered) for sent, answered in probes if sent < ended - 0.1 and answered >= ended - 0.05]
+    assert held and held[0][0] < at + 0.1, (held, at, ended)  # the PING in flight waited out the stall
+    assert case["summary"]["lost"] == 0, case["summary"]
+    assert code == 0, out
+    _nothing_left(watch)
+
+
+def test_stall_of_a_broker_the_harness_does_not_own_is_refused(out_dir: Path) -> None:
+    with harness_cli(["run", "--backends", "celery", "--broker", "rabbitmq", "--output", str(out_dir),
+                      "--requests", "100", "--fault", "stall-broker@1+1"]) as proc:
+        out, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert "stall-broker" in out and "did not start" in out and "Traceback" not in out, out
