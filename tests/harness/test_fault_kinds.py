@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -157,3 +158,47 @@ def test_stall_of_a_broker_the_harness_does_not_own_is_refused(out_dir: Path) ->
         out, _ = proc.communicate(timeout=300)
     assert proc.returncode != 0
     assert "stall-broker" in out and "did not start" in out and "Traceback" not in out, out
+
+
+def test_stall_of_a_server_the_harness_started_freezes_its_process(tmp_path: Path) -> None:
+    # a private nats-server standing for a RabbitMQ/NATS server the harness started: SIGSTOP, then SIGCONT
+    from taskbench.harness.fault_actions import Broker, FaultContext, stall_broker
+    from taskbench.harness.faults import Fault
+    from taskbench.harness.processes import ProcessSet
+    from taskbench.net import free_port
+    from taskbench.results import FaultRecord
+    from taskbench.wait import wait_until
+
+    binary = shutil.which("nats-server")
+    if binary is None:
+        pytest.skip("nats-server is not installed")
+    port = free_port()
+    fault = Fault.parse("stall-broker@1+1")
+    with ProcessSet(dict(os.environ), stop_timeout=5) as procs:
+        server = procs.start("nats", [binary, "-a", "127.0.0.1", "-p", str(port)], tmp_path / "nats.log")
+        wait_until(lambda: _answers(port), 10, what="nats-server to answer")
+        record = FaultRecord(fault=fault.describe(), target=fault.target)
+        ctx = FaultContext(fault=fault, procs=procs, record=record, ready=lambda _: True, restarted=lambda _: None,
+                           ready_timeout=5, broker=Broker("nats", f"nats://127.0.0.1:{port}", proc=server))
+        thread = threading.Thread(target=stall_broker, args=(ctx,))
+        thread.start()
+        wait_until(lambda: record.injected, 5, what="the stall")
+        states = {psutil.Process(server.pid).status()}
+        silent = not _answers(port)
+        thread.join(10)
+        assert psutil.STATUS_STOPPED in states and silent, (states, record.proof)
+        assert record.ended is not None and "1 of 1 process(es) in state stopped" in record.proof[0]
+        assert psutil.Process(server.pid).status() != psutil.STATUS_STOPPED and _answers(port)
+        pid = server.pid
+    assert not psutil.pid_exists(pid)
+
+
+def _answers(port: int) -> bool:
+    """nats-server greets every new connection with INFO: a frozen one does not."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.3) as sock:
+            return sock.recv(4).startswith(b"INFO")
+    except OSError:
+        return False

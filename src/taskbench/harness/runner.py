@@ -60,7 +60,6 @@ class Runner:
         self.run_id = run_id or f"{stamp()}-{os.getpid()}"
         self.out_dir = config.output / self.run_id
         self.root = project_root()
-        self.broker: Broker | None = None
 
     # -- public ---------------------------------------------------------------------------
 
@@ -76,9 +75,8 @@ class Runner:
             if cfg.broker != "redis":
                 broker_url = Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
                 check_broker(cfg.broker, broker_url)
-            self.broker = self.broker_of(redis_url)
-            problem = cfg.fault.problem(self.broker) if cfg.fault else None
-            if problem:
+            problem = cfg.fault.problem(self.broker_of(redis_url)) if cfg.fault else None
+            if problem:  # before any case starts
                 raise HarnessError(problem)
             for index, name in enumerate(cfg.backends):
                 result.cases.append(self.run_case(index, name, pythons[name], redis_url))
@@ -160,7 +158,7 @@ class Runner:
                     warm_accepted = warm_up(template, cfg.load, cfg.warmup, procs=stack.procs, client=client,
                                             ledger=ledger, timeout=cfg.drain_timeout, logs=logs.parent, say=say)
                 say(f"load: {describe_load(cfg.load)}")
-                injector, fault_limits = self._injector(stack, client, settings, port, case)
+                injector, fault_limits = self._injector(stack, client, settings, port, case, redis_url)
                 if injector is None and cfg.fault is not None:
                     case.fault = FaultRecord(fault=cfg.fault.describe(), target=cfg.fault.target,
                                              note=f"{name} has no worker process to {cfg.fault.kind.split('-')[0]}")
@@ -224,13 +222,17 @@ class Runner:
                                    failures=failures)
         return case
 
-    def _injector(self, stack: Stack, client: Any, settings: Settings, port: int,
-                  case: QueueCase) -> tuple[Injector | None, dict[str, LimitRecord]]:
+    def _injector(self, stack: Stack, client: Any, settings: Settings, port: int, case: QueueCase,
+                  redis_url: str) -> tuple[Injector | None, dict[str, LimitRecord]]:
         """The fault of the config, armed on this case's processes (None when there is nothing to inject)."""
         fault = self.config.fault
         restarted_limits: dict[str, LimitRecord] = {}
         if fault is None or (fault.target.startswith("worker") and not case.has_worker):
             return None, restarted_limits
+        broker = self.broker_of(redis_url)
+        problem = fault.problem(broker)
+        if problem:
+            raise HarnessError(problem)
 
         patient = Patient(server_of(client), self.say, purpose="the restarted worker to register")
 
@@ -246,7 +248,7 @@ class Runner:
                 restarted_limits[proc.name] = stack.limit_process(proc, limit, track=False)
 
         injector = Injector(fault, stack.procs, ready=ready, restarted=restarted,
-                            ready_timeout=self.config.startup_timeout, broker=self.broker)
+                            ready_timeout=self.config.startup_timeout, broker=broker)
         return injector, restarted_limits
 
 
