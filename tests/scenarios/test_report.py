@@ -91,12 +91,14 @@ def test_fault_cases_get_recovery_columns_and_a_line() -> None:
     fault = FaultRecord(fault="kill-worker@2", target="worker-0", injected=True, killed_pid=41,
                         ready_after_s=1.25, accepting_again_s=0.0, executing_again_s=None)
     summary = Summary(rps=900.0, lost=0, duplicated=2, fault="kill-worker@2", restart_ready_s=1.25,
-                      accepting_again_s=0.0, executing_again_s=None)
+                      accepting_again_s=0.0, executing_again_s=None, first_execution_s=1.31, executing_90_s=None,
+                      throughput_ratio=None)
     result = _scenario("queue", [QueueCase(backend="saq", label="saq, kill-worker@2", summary=summary,
                                            status="failed")])
     table = markdown(result)
-    assert "restarted, ready in s | accepting again in s | executing again in s" in table
-    assert "| 1.2 | 0.0 | – |" in table
+    assert ("restarted, ready in s | accepting again in s | first run after s | executing again in s | "
+            "90 % again in s | after/ before") in table
+    assert "| 1.2 | 0.0 | 1.3 | – | – | – |" in table
     plain = _scenario("queue", [QueueCase(backend="saq", label="saq", summary=Summary(rps=900.0), status="ok")])
     assert "restarted" not in markdown(plain), "no fault, no fault columns"
     line = fault_line(fault)

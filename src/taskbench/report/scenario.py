@@ -40,7 +40,10 @@ COLUMNS: dict[str, list[Column]] = {
 FAULT_COLUMNS: list[Column] = [
     ("restart_ready_s", "restarted,\nready in s", "{:.1f}", None),
     ("accepting_again_s", "accepting\nagain in s", "{:.1f}", None),
+    ("first_execution_s", "first run\nafter s", "{:.1f}", None),
     ("executing_again_s", "executing\nagain in s", "{:.1f}", None),
+    ("executing_90_s", "90 %\nagain in s", "{:.1f}", None),
+    ("throughput_ratio", "after/\nbefore", "{:.2f}", None),
 ]
 
 
