@@ -291,7 +291,7 @@ def fault_marks(fault: FaultRecord | None, load_start: float | None) -> list[plo
             at = float(fault.fault.partition("@")[2])
         except ValueError:
             return []
-    verb = "killed" if fault.killed_pid is not None else "stopped"
+    verb = "killed" if fault.killed_pid is not None else "paused"
     marks = [plots.Mark(at, f"{fault.fault}: {fault.target} {verb}")]
     if fault.at is not None and load_start is not None:
         marks += [plots.Mark(t - load_start, f"killed again (+{t - fault.at:.1f} s)", color="#d62728", style=":")

@@ -89,7 +89,7 @@ def fault_line(fault: FaultRecord) -> str:
             parts.append(f"restarted and ready after {fault.ready_after_s:.2f} s")
     else:
         lasted = f" for {fault.ended - fault.at:.2f} s" if fault.ended and fault.at else ""
-        parts = [f"fault {fault.fault}: {fault.target} stopped{lasted}"]
+        parts = [f"fault {fault.fault}: {fault.target} paused{lasted}"]
     if fault.error:
         parts.append(f"failed: {fault.error}")
     parts.append(f"tasks accepted at half the earlier rate again after {seconds(fault.accepting_again_s)}, "
