@@ -202,3 +202,19 @@ def _answers(port: int) -> bool:
             return sock.recv(4).startswith(b"INFO")
     except OSError:
         return False
+
+
+@pytest.mark.slow
+def test_interrupt_during_a_pause_continues_and_stops_everything(out_dir: Path) -> None:
+    # a Ctrl-C while worker-0 is frozen: it gets SIGCONT, then the stop; no stopped process is left behind
+    args = ["run", "--backends", "arq", "--output", str(out_dir), *LOAD, "--duration", "60", "--requests", "6000",
+            "--fault", "pause-worker@1+60"]
+    with harness_cli(args) as proc, watched(proc.pid) as watch:
+        from taskbench.wait import wait_until
+
+        wait_until(lambda: any(psutil.STATUS_STOPPED in s for s in watch.worker_states.values()), 120,
+                   what="worker-0 paused", interval=0.05)
+        proc.send_signal(2)  # SIGINT
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    _nothing_left(watch)
