@@ -100,6 +100,8 @@ def test_repeated_kills_kill_and_restart_the_worker_each_time(out_dir: Path) -> 
     assert sum(line.startswith("kill ") and "code -9" in line for line in fault["proof"]) == kills
     assert len(watch.worker_states) >= kills + 1, watch.worker_states  # a new worker pid after each kill
     assert f"killed {kills} times" in out
+    load_end = fault["load_start"] + case["load"]["elapsed_s"]
+    assert max(fault["kills"]) < load_end + 0.5, "no kill once the load ended (the drain runs undisturbed)"
     assert case["summary"]["lost"] == 0, case["summary"]  # arq keeps them (at-least-once)
     assert code == 0, out
     _nothing_left(watch)

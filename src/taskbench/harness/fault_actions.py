@@ -59,12 +59,13 @@ class FaultContext:
     def sleep_until(self, when: float, *, until_load_ends: bool = False) -> bool:
         """Wait until ``when`` (wall clock); False when the run was interrupted (or the load ended,
         with ``until_load_ends``) first."""
-        while (left := when - time.time()) > 0:
-            if self.cancel.wait(min(left, 0.05)):
+        while True:
+            if self.cancel.is_set() or (until_load_ends and self.load_done.is_set()):
                 return False
-            if until_load_ends and self.load_done.is_set():
-                return False
-        return not self.cancel.is_set()
+            left = when - time.time()
+            if left <= 0:
+                return True
+            self.cancel.wait(min(left, 0.05))
 
 
 # -- kill, once or every P seconds -------------------------------------------------------------------
@@ -77,7 +78,7 @@ def kill_and_restart(ctx: FaultContext) -> None:
     first = time.time()
     record.injected, record.at = True, first
     n = 0
-    while True:
+    while not ctx.cancel.is_set():
         killed_at = time.time()
         pid, code = ctx.procs.kill(target)
         n += 1

@@ -156,6 +156,10 @@ class Injector:
         finally:
             self.ctx.load_done.set()
             thread.join(timeout=self.fault.join_timeout(self.ctx.ready_timeout))
+            if thread.is_alive():  # never into the drain: stop it, undo what it froze
+                self.ctx.cancel.set()
+                thread.join(timeout=10)
+                self.record.error = self.record.error or "the fault outlasted the load and was cancelled"
 
     def _run(self, load_start: float) -> None:
         if self.ctx.load_done.wait(max(0.0, load_start + self.fault.at - time.time())):
