@@ -53,3 +53,14 @@ def test_background_tasks_promise_nothing_after_the_202() -> None:
     assert broken_promises(record, lost=80, duplicated=0) == []
     not_injected = FaultRecord(fault="kill-api@2", promise=promise_of("arq", "redis", durable=True))
     assert broken_promises(not_injected, lost=5, duplicated=0) == []  # no fault: the plain audit rule holds
+
+
+def test_the_pre_fault_rate_starts_with_the_load() -> None:
+    # a warm-up burst at 990 s and a pause before the load (1000 s): not part of the rate before the fault
+    warm = _steady(990.0, 990.5, 100)
+    finishes = warm + _steady(1000.0, 1002.0, 100) + _steady(1003.0, 1010.0, 100)
+    record = FaultRecord(fault="kill-worker@2", target="worker-0", injected=True, at=1002.0, load_start=1000.0)
+    out = summarize(record, _times(finishes), None, promise_of("arq", "redis", durable=True))
+    assert out.pre_fault_rate == pytest.approx(100.0)
+    assert out.throughput_ratio == pytest.approx(1.0, abs=0.02)
+    assert out.executing_again_s == pytest.approx(1.0, abs=0.02)

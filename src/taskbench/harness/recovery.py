@@ -4,7 +4,8 @@ All times are seconds after the fault's start (``record.at``; the first kill of 
 
 - first execution: the first task that started after the fault, and finished;
 - executing again (50 %) / 90 %: the start of the first one-second window after the fault that holds
-  half / 90 % of the executions per second of the seconds before the fault (up to three);
+  half / 90 % of the executions per second of the seconds before the fault (up to three, from the
+  load's start: the warm-up and the pause after it do not count);
 - throughput ratio: executions per second over a window as long as the pre-fault one, starting where
   the rate was back to 90 % (else 50 %), over the pre-fault rate; None when the window runs past the
   last execution (the work ran out, nothing to compare);
@@ -29,22 +30,24 @@ _BEFORE_S = 3.0
 _TIMELINE_MAX_S = 3600
 
 
-def rate_before(events: list[float], fault_at: float) -> tuple[float, float] | None:
-    """Events per second over the seconds before the fault (up to three), and that span; None if < 0.5 s."""
+def rate_before(events: list[float], fault_at: float, since: float | None = None) -> tuple[float, float] | None:
+    """Events per second over the seconds before the fault (up to three, none before ``since``: the
+    load's start), and that span; None if < 0.5 s."""
     events = sorted(events)
-    before_from = max(fault_at - _BEFORE_S, events[0]) if events else fault_at
+    before_from = max(fault_at - _BEFORE_S, events[0], since or events[0]) if events else fault_at
     span = fault_at - before_from
     if span < 0.5:
         return None
     return sum(1 for t in events if before_from <= t < fault_at) / span, span
 
 
-def recovery(events: list[float], fault_at: float, share: float = RECOVERED_SHARE) -> float | None:
+def recovery(events: list[float], fault_at: float, share: float = RECOVERED_SHARE,
+             since: float | None = None) -> float | None:
     """Seconds from the fault until ``events`` (timestamps) come at ``share`` of their earlier rate again.
 
     None when there was no rate to recover to, or it never came back.
     """
-    before = rate_before(events, fault_at)
+    before = rate_before(events, fault_at, since)
     need = share * before[0] * _WINDOW_S if before else 0.0
     if need <= 0:
         return None
@@ -76,18 +79,18 @@ def summarize(record: FaultRecord, times: Mapping[str, tuple[float, ...]], load:
     """The record with the recovery figures, from the ledger's (enqueued, started, finished) times."""
     if not record.injected or record.at is None:
         return record
-    at = record.at
+    at, since = record.at, record.load_start
     rows = list(times.values())
     finished = [r[2] for r in rows]
     update: dict[str, object] = {
         "promise": promise,
-        "accepting_again_s": recovery([r[0] for r in rows], at),
-        "executing_again_s": recovery(finished, at),
-        "executing_90_s": recovery(finished, at, FULL_SHARE),
+        "accepting_again_s": recovery([r[0] for r in rows], at, since=since),
+        "executing_again_s": recovery(finished, at, since=since),
+        "executing_90_s": recovery(finished, at, FULL_SHARE, since=since),
     }
     after = [r[1] for r in rows if r[1] >= at]
     update["first_execution_s"] = (min(after) - at) if after else None
-    before = rate_before(finished, at)
+    before = rate_before(finished, at, since)
     if before is not None and before[0] > 0:
         rate, span = before
         update["pre_fault_rate"] = rate
