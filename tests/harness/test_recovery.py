@@ -21,7 +21,7 @@ def _times(finishes: list[float]) -> dict[str, tuple[float, ...]]:
 def test_summary_of_a_pause_at_10_s_lasting_3_s() -> None:
     # 100/s before the fault, nothing during it, 200/s (the backlog) for 2 s, then 100/s again
     finishes = _steady(1000.0, 1010.0, 100) + _steady(1013.0, 1015.0, 200) + _steady(1015.0, 1020.0, 100)
-    load = Load(per_second=[Second(t=t, ok=100) for t in range(20)])
+    load = Load(per_second=[Second(t=t, ok=100) for t in range(20)])  # the first request at 1000.0
     record = FaultRecord(fault="pause-worker@10+3", target="worker-0", injected=True, at=1010.0, ended=1013.0,
                          load_start=1000.0)
     out = summarize(record, _times(finishes), load, promise_of("arq", "redis", durable=True))
@@ -64,3 +64,15 @@ def test_the_pre_fault_rate_starts_with_the_load() -> None:
     assert out.pre_fault_rate == pytest.approx(100.0)
     assert out.throughput_ratio == pytest.approx(1.0, abs=0.02)
     assert out.executing_again_s == pytest.approx(1.0, abs=0.02)
+
+
+def test_the_driver_rows_move_by_its_start_up_and_the_warm_up_is_left_out() -> None:
+    # the load phase began at 1000.0, the driver's first request left at 1001.2: its second 0 is ours 1
+    times = _times(_steady(1001.2, 1005.2, 50))
+    times["w1"] = (990.0, 990.1, 990.2)  # a warm-up task
+    load = Load(per_second=[Second(t=t, ok=50) for t in range(4)])
+    record = FaultRecord(fault="kill-worker@3", target="worker-0", injected=True, at=1003.0, load_start=1000.0)
+    out = summarize(record, times, load, promise_of("arq", "redis", durable=True), ignore_prefix="w")
+    assert out.first_send == pytest.approx(1001.2 - 0.01)
+    assert [s.accepted for s in out.timeline[:5]] == [0, 50, 50, 50, 50]
+    assert out.pre_fault_rate == pytest.approx(50.0, abs=1.5)  # over 1.8 s from the first request

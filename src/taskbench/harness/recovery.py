@@ -5,7 +5,7 @@ All times are seconds after the fault's start (``record.at``; the first kill of 
 - first execution: the first task that started after the fault, and finished;
 - executing again (50 %) / 90 %: the start of the first one-second window after the fault that holds
   half / 90 % of the executions per second of the seconds before the fault (up to three, from the
-  load's start: the warm-up and the pause after it do not count);
+  load's first request: the warm-up and the driver's start-up do not count);
 - throughput ratio: executions per second over a window as long as the pre-fault one, starting where
   the rate was back to 90 % (else 50 %), over the pre-fault rate; None when the window runs past the
   last execution (the work ran out, nothing to compare);
@@ -62,9 +62,14 @@ def recovery(events: list[float], fault_at: float, share: float = RECOVERED_SHAR
     return None
 
 
-def timeline(load: Load | None, finished: list[float], load_start: float) -> list[FaultSecond]:
-    """Accepted (driver) and executed (ledger) per second since the load started."""
-    accepted = {row.t: row.ok for row in load.per_second} if load is not None else {}
+def timeline(load: Load | None, finished: list[float], load_start: float, offset: float = 0.0) -> list[FaultSecond]:
+    """Accepted (driver) and executed (ledger) per second since the load started.
+
+    The driver counts its seconds from its own start, ``offset`` seconds after ``load_start`` (its
+    processes are spawned first): its rows move by that much, to the nearest second.
+    """
+    shift = round(offset)
+    accepted = {row.t + shift: row.ok for row in load.per_second} if load is not None else {}
     executed: dict[int, int] = {}
     for t in finished:
         second = math.floor(t - load_start)
@@ -75,15 +80,20 @@ def timeline(load: Load | None, finished: list[float], load_start: float) -> lis
 
 
 def summarize(record: FaultRecord, times: Mapping[str, tuple[float, ...]], load: Load | None = None,
-              promise: Promise | None = None) -> FaultRecord:
-    """The record with the recovery figures, from the ledger's (enqueued, started, finished) times."""
+              promise: Promise | None = None, ignore_prefix: str = "") -> FaultRecord:
+    """The record with the recovery figures, from the ledger's (enqueued, started, finished) times
+    (``ignore_prefix``: the ids of another phase, the warm-up)."""
     if not record.injected or record.at is None:
         return record
+    rows = [r for task_id, r in times.items() if not task_id.startswith(ignore_prefix)] if ignore_prefix \
+        else list(times.values())
     at, since = record.at, record.load_start
-    rows = list(times.values())
+    if since is not None and rows:  # the first request of the load (the driver's start-up is not load)
+        since = max(since, min(r[0] for r in rows))
     finished = [r[2] for r in rows]
     update: dict[str, object] = {
         "promise": promise,
+        "first_send": since,
         "accepting_again_s": recovery([r[0] for r in rows], at, since=since),
         "executing_again_s": recovery(finished, at, since=since),
         "executing_90_s": recovery(finished, at, FULL_SHARE, since=since),
@@ -101,7 +111,8 @@ def summarize(record: FaultRecord, times: Mapping[str, tuple[float, ...]], load:
             post = sum(1 for t in finished if lo <= t < lo + span) / span
             update["post_recovery_rate"], update["throughput_ratio"] = post, post / rate
     if record.load_start is not None:
-        update["timeline"] = timeline(load, finished, record.load_start)
+        offset = (since or record.load_start) - record.load_start
+        update["timeline"] = timeline(load, finished, record.load_start, offset)
     return record.model_copy(update=update)
 
 

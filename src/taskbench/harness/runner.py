@@ -195,7 +195,8 @@ class Runner:
                 if rows is not None:
                     if case.fault is not None:
                         case.fault = summarize(case.fault, rows.times, case.load,
-                                               promise_of(name, cfg.broker, durable=case.durable))
+                                               promise_of(name, cfg.broker, durable=case.durable),
+                                               ignore_prefix=WARMUP_PREFIX)
                     case.metrics, metric_failures = check_metrics(client, settings, port, sum(rows.counts.values()),
                                                                   case.fault)
                     failures += metric_failures

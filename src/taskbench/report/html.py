@@ -211,11 +211,15 @@ def queue_plots(case: QueueCase) -> list[str]:
     load, audit = case.load, case.audit
     if load is None:
         return []
-    xs = [row.t for row in load.per_second]
+    fault = case.fault
+    fault_seconds = fault.timeline if fault is not None else []
+    # a fault case's timeline counts from the load's start; the driver's rows from its first request
+    shift = round(fault.first_send - fault.load_start) if (
+        fault is not None and fault_seconds and fault.first_send and fault.load_start) else 0
+    xs = [row.t + shift for row in load.per_second]
     lines = [plots.Line("requests/s", xs, [row.completed for row in load.per_second]),
              plots.Line("accepted tasks/s", xs, [row.ok for row in load.per_second], style="--")]
     caption = ""
-    fault_seconds = case.fault.timeline if case.fault is not None else []
     if fault_seconds:  # a fault case: the timeline its record keeps (driver's 2xx, ledger's finishes)
         ts = [row.t for row in fault_seconds]
         lines[1] = plots.Line("accepted tasks/s", ts, [row.accepted for row in fault_seconds], style="--")

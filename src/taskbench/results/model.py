@@ -223,6 +223,8 @@ class FaultRecord(Model):
     executing_again_s: float | None = None  # back to 50 % of the pre-fault execution rate
     #: the load's start (wall clock): second 0 of ``timeline``
     load_start: float | None = None
+    #: the load's first request (wall clock, from the ledger): the driver starts up after load_start
+    first_send: float | None = None
     #: when a fault that lasts (pause, stall) ended
     ended: float | None = None
     #: every kill (wall clock) and how long each restarted process took to be ready
