@@ -91,7 +91,7 @@ def test_paused_worker_is_stopped_then_continued(out_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_repeated_kills_kill_and_restart_the_worker_each_time(out_dir: Path) -> None:
-    code, out, case, watch = _run(["--requests", "450", "--task-timeout", "2", "--fault", "kill-worker@0.8/1.2"],
+    code, out, case, watch = _run(["--requests", "800", "--task-timeout", "2", "--fault", "kill-worker@0.8/1.5"],
                                   out_dir)
     fault = case["fault"]
     kills = len(fault["kills"])

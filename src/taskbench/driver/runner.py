@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import queue
+import threading
 import time
 from collections.abc import Callable
 from multiprocessing.queues import Queue as MPQueue
@@ -52,6 +53,14 @@ async def run_load_async(template: RequestTemplate, spec: LoadSpec) -> LoadResul
     return merge_results([res])
 
 
+def _report_start(barrier: Barrier, started: Callable[[], None]) -> None:
+    try:
+        barrier.wait(timeout=_START_GRACE_S)
+    except threading.BrokenBarrierError:
+        return  # a process did not start: run_load reports it
+    started()
+
+
 def _worker_main(
     index: int,
     template: RequestTemplate,
@@ -71,15 +80,20 @@ def _worker_main(
         raise
 
 
-def run_load(template: RequestTemplate, spec: LoadSpec) -> LoadResult:
+def run_load(template: RequestTemplate, spec: LoadSpec, started: Callable[[], None] | None = None) -> LoadResult:
     """Run ``spec`` against ``template`` in ``spec.processes`` spawned processes; blocks.
 
     Even ``processes=1`` uses a child process so that the CPU measured is the
-    driver's alone. Results are merged in the parent.
+    driver's alone. Results are merged in the parent. ``started`` is called (on a
+    thread of the parent) when the processes are up and start sending: spawning
+    them takes a second or more, which is not load.
     """
     ctx = mp.get_context("spawn")
     parts = spec.split()
-    barrier = ctx.Barrier(len(parts))
+    barrier = ctx.Barrier(len(parts) + (started is not None))
+    if started is not None:
+        threading.Thread(target=_report_start, args=(barrier, started), name="taskbench-driver-start",
+                         daemon=True).start()
     out: MPQueue[tuple[int, dict[str, Any] | str]] = ctx.Queue()
     procs = [
         ctx.Process(

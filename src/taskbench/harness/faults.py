@@ -137,16 +137,23 @@ class Injector:
         self.record = FaultRecord(fault=fault.describe(), target=fault.target)
         self.ctx = FaultContext(fault=fault, procs=procs, record=self.record, ready=ready, restarted=restarted,
                                 ready_timeout=ready_timeout, broker=broker)
+        self._started = threading.Event()
+
+    def started(self) -> None:
+        """The load's first requests leave now (the driver's processes are up): T counts from here."""
+        self.record.load_start = time.time()
+        self._started.set()
 
     @contextlib.contextmanager
     def armed(self, load_start: float) -> Iterator[None]:
-        """Inject at ``load_start + at`` unless the block (the load) ends first; join on exit.
+        """Inject T seconds after :meth:`started` (else after ``load_start``: a load that never said
+        it started) unless the block (the load) ends first; join on exit.
 
         A fault that lasts (a pause) outlives the load if it must: the block's end waits for it,
         so the drain starts with every process running again.
         """
         self.record.load_start = load_start
-        thread = threading.Thread(target=self._run, args=(load_start,), name="taskbench-fault", daemon=True)
+        thread = threading.Thread(target=self._run, name="taskbench-fault", daemon=True)
         thread.start()
         try:
             yield
@@ -161,8 +168,12 @@ class Injector:
                 thread.join(timeout=10)
                 self.record.error = self.record.error or "the fault outlasted the load and was cancelled"
 
-    def _run(self, load_start: float) -> None:
-        if self.ctx.load_done.wait(max(0.0, load_start + self.fault.at - time.time())):
+    def _run(self) -> None:
+        while not self._started.wait(0.05):
+            if self.ctx.load_done.is_set() or self.ctx.cancel.is_set():
+                break
+        start = self.record.load_start or time.time()
+        if self.ctx.load_done.wait(max(0.0, start + self.fault.at - time.time())):
             self.record.note = "the load ended before the fault was due: nothing was injected"
             return
         try:

@@ -232,7 +232,9 @@ def queue_plots(case: QueueCase) -> list[str]:
     if any(row.errors for row in load.per_second):
         lines.append(plots.Line("failed requests/s", xs, [row.errors for row in load.per_second],
                                 color="#d62728"))
-    marks = fault_marks(case.fault, audit.start if audit else None)
+    # a fault case's timeline and marks count from the driver's start (the record's load_start)
+    origin = case.fault.load_start if case.fault is not None and case.fault.load_start else None
+    marks = fault_marks(case.fault, origin or (audit.start if audit else None))
     out = [figure(plots.timeline("Requests and tasks per second", _extend(lines), "per second", marks=marks),
                   caption)]
     out += load_plots(load, timeline=False)
