@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from taskbench import backends
 from taskbench.backends.base import ServiceContext
 from taskbench.metrics import EnqueueMetrics, enqueue_metrics
+from taskbench.service.claims import Claims
 from taskbench.workloads import Workloads
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ class Store:
     producer: Producer
     workloads: Workloads
     enqueue_metrics: EnqueueMetrics
+    #: the API's claims of task ids; None when idempotency is off or the library remembers ids itself
+    claims: Claims | None = None
 
 
 @asynccontextmanager
@@ -35,7 +38,16 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         ctx = ServiceContext(settings=settings, workloads=workloads)
         async with backend.producer(ctx) as producer:
             yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads,
-                        enqueue_metrics=enqueue_metrics(settings.backend))
+                        enqueue_metrics=enqueue_metrics(settings.backend), claims=claims(settings, workloads))
+
+
+def claims(settings: Settings, workloads: Workloads) -> Claims | None:
+    """The claim on the run's Redis, unless idempotency is off or the library refuses a known id for
+    the whole run by itself and the API hears of it (awaited enqueue; after the response it cannot)."""
+    if not settings.idempotency:
+        return None
+    native = backends.info(settings.backend).remembers_ids and settings.enqueue_mode == "awaited"
+    return None if native else Claims(workloads.redis, settings)
 
 
 async def get_store(request: Request) -> Store:
