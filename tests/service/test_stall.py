@@ -126,3 +126,28 @@ def test_an_unknown_outcome_that_ran_is_counted_unexpected(tmp_path: Path, priva
     assert (categories.attempted, categories.ok, categories.lost, categories.unexpected,
             categories.recovered) == (3, 2, 0, 1, 1)
     assert categories.unexpected_ids == ["unknown"]
+
+
+def test_a_failed_enqueue_releases_the_task_id(tmp_path: Path, private_redis: EmbeddedRedis, redis_url: str,
+                                               run_id: str, client: redis.Redis) -> None:
+    """A broker that refuses the connection is a definite failure (503 with its error, not "unknown"):
+    the API releases its claim of the id, so the same id may be sent again once the broker is back.
+    Dramatiq's broker is the private Redis, stopped and started again; the claims are on the test Redis."""
+    python = str(ensure_env(backends.info("dramatiq").extra, quiet=True))
+    env = {"TASKBENCH_BACKEND": "dramatiq", "TASKBENCH_REDIS_URL": redis_url,
+           "TASKBENCH_BROKER_URL": private_redis.url, "TASKBENCH_RUN_ID": run_id}
+    url = "/api/v1/incr/io/simple/dramatiq"
+    claims = f"taskbench:{run_id}:ids"
+    with served(tmp_path, env, python=python) as port:
+        assert request(port, "POST", url, '{"task_id": "warm"}')[0] == 202
+        private_redis.stop()
+        status, answer = request(port, "POST", url, '{"task_id": "again"}')
+        assert status == 503 and "enqueue failed" in answer["detail"], answer
+        assert not client.hexists(claims, "again")
+        private_redis.start(dict(os.environ))
+        status, answer = wait_until(lambda: (r := request(port, "POST", url, '{"task_id": "again"}'))[0] != 503
+                                    and r, 30, what="the broker back") or (0, None)
+        assert status == 202, answer
+        assert client.hexists(claims, "again")
+        status, answer = request(port, "POST", url, '{"task_id": "again"}')
+        assert (status, answer["first"]) in ((409, "accepted"), (409, "pending")), answer
