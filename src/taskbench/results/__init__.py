@@ -15,6 +15,7 @@ from taskbench.results.cases import (
 )
 from taskbench.results.migrate import RANKED_BY, ResultFormatError, load, parse
 from taskbench.results.model import (
+    REFUSED,
     AuditResult,
     Cleanup,
     FaultRecord,
@@ -32,7 +33,7 @@ from taskbench.results.model import (
 )
 
 __all__ = [
-    "RANKED_BY", "SCHEMA_VERSION", "AuditResult", "Case", "CaseBase", "CeleryCase", "Cleanup", "Commit",
+    "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "Case", "CaseBase", "CeleryCase", "Cleanup", "Commit",
     "FaultRecord", "HttpCase", "LimitAsked", "LimitRecord", "LimitStats", "Load", "Machine", "MetricsCheck",
     "Percentiles", "QueueCase", "RepeatRun", "Result", "ResultFormatError", "ScenarioInfo", "SeriesPoint",
     "Spread", "Status", "Summary", "load", "parse", "passed",
