@@ -189,6 +189,19 @@ def test_concurrent_duplicates_get_one_202(api: int, client: redis.Redis, run_id
     assert _wait_executed(client, f"taskbench:{run_id}:", 2) == {"racing": 1, "after-race": 1}
 
 
+def test_a_claim_whose_outcome_was_never_written_reads_unknown(api: int, client: redis.Redis, run_id: str) -> None:
+    """An API killed between its claim and its enqueue's outcome leaves ``pending <time>``: in flight
+    while younger than the enqueue timeout (5 s) plus 2 s, then ``unknown``, never ``accepted``."""
+    claims = f"taskbench:{run_id}:ids"
+    client.hset(claims, mapping={"stale": f"pending {time.time() - 60:.3f}", "fresh": f"pending {time.time():.3f}",
+                                 "timed-out": "unknown"})
+    assert _known(api, "stale")["first"] == "unknown"
+    assert _known(api, "fresh")["first"] == "pending"
+    assert _known(api, "timed-out")["first"] == "unknown"
+    assert request(api, "POST", URL, '{"task_id": "after-claims"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"after-claims": 1}
+
+
 def test_idempotency_off_runs_every_submission(tmp_path: Path, redis_url: str, run_id: str,
                                                client: redis.Redis) -> None:
     """``--no-idempotency`` (to measure the claim's cost): the API checks nothing, as before the contract."""
