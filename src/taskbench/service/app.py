@@ -95,7 +95,7 @@ async def enqueue_within(store: Store, task: TaskMessage, later: BackgroundTasks
             await store.producer.enqueue(task, later)
     except DuplicateTask:
         if claims is not None:  # ours by the claim, yet the library holds one: it is accepted
-            await claims.accepted(task.task_id)
+            claims.accepted(task.task_id)
         raise KnownTask(task.task_id, "accepted") from None
     except TimeoutError:
         if claims is not None:
@@ -108,6 +108,8 @@ async def enqueue_within(store: Store, task: TaskMessage, later: BackgroundTasks
             await claims.release(task.task_id)
         raise HTTPException(503, f"enqueue failed: {type(exc).__name__}: {exc}") from exc
     store.enqueue_metrics.duration.observe(time.perf_counter() - clock)
+    if claims is not None:
+        claims.accepted(task.task_id)
 
 
 async def _enqueue_later(store: Store, task: TaskMessage, later: BackgroundTasks, claimed: bool) -> None:
@@ -116,9 +118,6 @@ async def _enqueue_later(store: Store, task: TaskMessage, later: BackgroundTasks
         await enqueue_within(store, task, later, deadline, claimed=claimed)
     except (HTTPException, KnownTask) as exc:  # after the response: nobody to tell but the log
         log.warning("after-response enqueue of %s: %s", task.task_id, getattr(exc, "detail", exc))
-    else:
-        if claimed and store.claims is not None:
-            await store.claims.accepted(task.task_id)
 
 
 @router.post("/api/v1/incr/{kind}/{mode}/{backend}", status_code=202, responses=TASK_RESPONSES)
@@ -155,9 +154,6 @@ async def incr(
         # The seed's BackgroundTask(enqueue): the client gets 2xx before the broker has the task.
         later.add_task(_enqueue_later, store, task, later, claimed)
     else:
-        if claimed and store.claims is not None:
-            # runs after the 202 only: an exception (409, 503) drops the request's background tasks
-            later.add_task(store.claims.accepted, task.task_id)
         await enqueue_within(store, task, later, deadline, claimed=claimed)
     return Accepted(
         status="accepted",

@@ -7,7 +7,9 @@ says what became of the first submission of that id:
 - ``pending <unix time>``: claimed, the enqueue has not reported. While younger than the enqueue
   timeout plus :data:`GRACE` it is in flight; older, its API never wrote the outcome (it was killed,
   or Redis did not answer), and it reads as ``unknown``;
-- ``accepted``: the enqueue returned (written after the 202 was sent: off the request's path);
+- ``accepted``: the enqueue returned. Not written on the request's path: the ids accepted in the
+  last :data:`FLUSH_INTERVAL` are written together, one ``HSET`` for all of them (until then, and
+  if the API dies before, the claim reads ``pending``, then ``unknown``);
 - ``unknown``: the enqueue timed out (the 503 said so); the broker may hold the task.
 
 A definite failure (a 503 with the broker's error) deletes the field: the id may be sent again.
@@ -18,9 +20,10 @@ leaves ``pending``, which ages into ``unknown``: never a false ``accepted``, nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, Self
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -41,6 +44,8 @@ GRACE: Final = 2.0
 SETTLE_TIMEOUT: Final = 0.5
 #: claim attempts when the first submission's claim is released between HSETNX and HGET
 ATTEMPTS: Final = 3
+#: seconds between the writes of the ids accepted meanwhile (one HSET for all of them)
+FLUSH_INTERVAL: Final = 0.05
 
 
 class KnownTask(Exception):  # noqa: N818 - an answer (409), not a failure
@@ -63,12 +68,30 @@ async def known_task(_: Request, exc: Exception) -> JSONResponse:
 
 
 class Claims:
-    """The API's record of the task ids of one run, in the run's (the ledger's) Redis."""
+    """The API's record of the task ids of one run, in the run's (the ledger's) Redis.
+
+    An async context manager: it flushes the accepted ids every :data:`FLUSH_INTERVAL` while open,
+    and once more when it closes.
+    """
 
     def __init__(self, redis: aioredis.Redis, settings: Settings) -> None:
         self._redis = redis
         self.key = f"{settings.prefix}ids"
         self._in_flight = settings.enqueue_timeout + GRACE
+        self._accepted: list[str] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        self._flusher = asyncio.create_task(self._flush_loop())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+        await self._flush()
 
     async def claim(self, task_id: str) -> None:
         """Make ``task_id`` this request's, or raise KnownTask with what became of its first submission."""
@@ -92,9 +115,9 @@ class Claims:
             young = False
         return "pending" if young else "unknown"
 
-    async def accepted(self, task_id: str) -> None:
-        """The enqueue returned: run after the response (a FastAPI background task)."""
-        await self._settle(task_id, "accepted")
+    def accepted(self, task_id: str) -> None:
+        """The enqueue returned: written with the next flush, off the request's path."""
+        self._accepted.append(task_id)
 
     async def unknown(self, task_id: str) -> None:
         """The enqueue timed out: a retry is told the outcome is unknown."""
@@ -114,3 +137,18 @@ class Claims:
                 await self._redis.hset(self.key, task_id, outcome)
         except Exception as exc:  # it ages into "unknown"
             log.warning("could not record %s for %s: %r", outcome, task_id, exc)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if not self._accepted:
+            return
+        batch, self._accepted = self._accepted, []
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT):
+                await self._redis.hset(self.key, mapping=dict.fromkeys(batch, "accepted"))
+        except Exception as exc:  # they age into "unknown": refused, never run twice
+            log.warning("could not record %d accepted task ids: %r", len(batch), exc)

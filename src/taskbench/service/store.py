@@ -36,18 +36,21 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
     backend = backends.load(settings.backend)
     async with Workloads(settings) as workloads:
         ctx = ServiceContext(settings=settings, workloads=workloads)
-        async with backend.producer(ctx) as producer:
+        async with backend.producer(ctx) as producer, _claims(settings, workloads) as claims:
             yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads,
-                        enqueue_metrics=enqueue_metrics(settings.backend), claims=claims(settings, workloads))
+                        enqueue_metrics=enqueue_metrics(settings.backend), claims=claims)
 
 
-def claims(settings: Settings, workloads: Workloads) -> Claims | None:
-    """The claim on the run's Redis, unless idempotency is off or the library refuses a known id for
+@asynccontextmanager
+async def _claims(settings: Settings, workloads: Workloads) -> AsyncIterator[Claims | None]:
+    """The claims on the run's Redis, unless idempotency is off or the library refuses a known id for
     the whole run by itself and the API hears of it (awaited enqueue; after the response it cannot)."""
-    if not settings.idempotency:
-        return None
     native = backends.info(settings.backend).remembers_ids and settings.enqueue_mode == "awaited"
-    return None if native else Claims(workloads.redis, settings)
+    if not settings.idempotency or native:
+        yield None
+        return
+    async with Claims(workloads.redis, settings) as claims:
+        yield claims
 
 
 async def get_store(request: Request) -> Store:
