@@ -172,6 +172,18 @@ def test_jepsen_queue_categories() -> None:
     assert (empty.attempted, empty.ok_frac, empty.unexpected) == (0, 0.0, 0)
 
 
+def test_a_409_is_refused_not_recovered() -> None:
+    """A 409 says the id was already submitted: its first submission ran it, so the id is not
+    "recovered" (no unknown outcome), and it is counted apart; sent twice with a 2xx, it is ok."""
+    t = (1e9, 1e9, 1e9 + 1)
+    counts = {"a": 1, "k": 1}
+    # a: 202 then 409 (sent twice); k: only a 409 (its first submission came from elsewhere)
+    report = audit(["a"], counts, dict.fromkeys(counts, t), failed_ids=["a", "k"], refused_ids=["a", "k"])
+    cats = report.to_model().categories
+    assert (cats.attempted, cats.ok, cats.unexpected, cats.recovered, cats.refused) == (2, 1, 1, 0, 1)
+    assert report.ok
+
+
 def test_executed_per_second_is_the_drain_as_a_curve() -> None:
     from taskbench.ledger import audit
 

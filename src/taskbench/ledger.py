@@ -234,6 +234,7 @@ class Audit:
     ok_once: int = 0  # 2xx, ran exactly once (Jepsen's "ok")
     recovered: int = 0  # ran after a non-2xx or no answer (of the unacknowledged)
     unacknowledged_ids: list[str] = field(default_factory=list)
+    refused: int = 0  # answered 409: the id was already submitted, this request enqueued nothing
 
     @property
     def ok(self) -> bool:
@@ -272,7 +273,7 @@ class Audit:
                   "unexpected": self.unacknowledged}
         fractions = {f"{k}_frac": (v / base if self.attempted else 0.0) for k, v in counts.items()}
         return {"attempted": self.attempted, **counts, "recovered": self.recovered, **fractions,
-                "unexpected_ids": self.unacknowledged_ids}
+                "unexpected_ids": self.unacknowledged_ids, "refused": self.refused}
 
 
 def audit(
@@ -285,6 +286,7 @@ def audit(
     start: float | None = None,
     corrupt: Mapping[str, str] | None = None,
     failed_ids: Iterable[str] = (),
+    refused_ids: Iterable[str] = (),
 ) -> Audit:
     """Compare the ids the driver saw accepted with the ledger's records.
 
@@ -292,7 +294,9 @@ def audit(
     is not a valid row is corrupt, as are the ids of ``corrupt`` (:attr:`Rows.corrupt`). A corrupt
     id is neither executed, lost nor duplicated. ``ignore_prefix`` leaves out ids of another phase
     (the warm-up) on every side. ``failed_ids`` are the ids the driver sent and got a non-2xx or no
-    answer for: with the accepted ones, the attempted ids of Jepsen's categories. ``start`` (the
+    answer for: with the accepted ones, the attempted ids of Jepsen's categories. ``refused_ids`` got a
+    409 (the id was already submitted in the run): a definite answer, so an id of them that ran is
+    not *recovered* (its first submission ran it), and they are counted as ``refused``. ``start`` (the
     load's start, wall clock) gives ``executed_per_second``: finishes counted per second after it.
     """
     rows = sort_rows(counts, times)
@@ -303,10 +307,12 @@ def audit(
         accepted = {t for t in accepted if not t.startswith(ignore_prefix)}
         counts = {t: n for t, n in counts.items() if not t.startswith(ignore_prefix)}
         bad = {t: why for t, why in bad.items() if not t.startswith(ignore_prefix)}
-    failed = set(failed_ids) - accepted
+    refused = set(refused_ids) - accepted
+    failed = set(failed_ids) - accepted - refused
     if ignore_prefix:
         failed = {t for t in failed if not t.startswith(ignore_prefix)}
-    attempted = len(accepted | failed)
+        refused = {t for t in refused if not t.startswith(ignore_prefix)}
+    attempted = len(accepted | failed | refused)
     accepted -= bad.keys()
     lost = sorted(accepted.difference(counts))
     stray = sorted(t for t in counts if t not in accepted)
@@ -329,6 +335,7 @@ def audit(
         ok_once=sum(1 for t in accepted if counts.get(t) == 1),
         recovered=sum(1 for t in stray if t in failed),
         unacknowledged_ids=stray[:SAMPLE],
+        refused=len(refused),
     )
     starts: list[float] = []
     finishes: list[float] = []

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -152,9 +153,11 @@ class Stack:
 
     # -- tasks ----------------------------------------------------------------------------------
 
+    def submit(self, task_id: str, workload: str = "io/simple") -> tuple[int, Any]:
+        return request(self.port, "POST", f"/api/v1/incr/{workload}/{self.backend}", json.dumps({"task_id": task_id}))
+
     def post(self, task_id: str, workload: str = "io/simple") -> None:
-        status, body = request(self.port, "POST", f"/api/v1/incr/{workload}/{self.backend}",
-                               json.dumps({"task_id": task_id}))
+        status, body = self.submit(task_id, workload)
         assert status == 202, body
 
     def post_many(self, ids: list[str], workload: str = "io/simple") -> None:
@@ -336,6 +339,42 @@ def test_competing_workers_run_each_task_once(case: Case, stack: Stack) -> None:
     # A late duplicate (one task delivered to both workers) would be running or queued now; the
     # graceful stop waits for what the workers hold, so the ledger read after it has every copy.
     stack.stop_workers()
+    assert stack.counts(ids) == dict.fromkeys(ids, 1)
+
+
+def _known(st: Stack, task_id: str) -> str:
+    """Submit a known id: 409 naming it; what the API says of its first submission."""
+    status, answer = st.submit(task_id)
+    assert status == 409, answer
+    assert answer["task_id"] == task_id, answer
+    first: str = answer["first"]
+    return first
+
+
+@pytest.mark.slow
+def test_a_task_id_is_an_idempotency_key(case: Case, stack: Stack) -> None:
+    """A known id is answered 409 naming it and is never enqueued again: right after its first
+    submission, racing it (8 POSTs at once: one 202), and after it ran; other ids are unaffected."""
+    if case.meta.has_worker:
+        stack.ensure_workers(1)
+    stack.post("idem-seq")
+    # its outcome is written within 50 ms of the 202 (pending until then); arq answers from its own job
+    assert _known(stack, "idem-seq") in ("accepted", "pending")
+    distinct = _ids("idem-distinct-", 8)
+    sent = ["idem-race"] * 8 + distinct
+    with ThreadPoolExecutor(len(sent)) as pool:
+        answers = dict(enumerate(pool.map(stack.submit, sent)))
+    race = sorted(answers[i][0] for i, t in enumerate(sent) if t == "idem-race")
+    assert race == [202] + [409] * 7, answers
+    assert all(answers[i][0] == 202 for i, t in enumerate(sent) if t != "idem-race"), answers
+    assert stack.wait_executed(["idem-seq", "idem-race"]) == {"idem-seq": 1, "idem-race": 1}
+    for task_id in ("idem-seq", "idem-race"):  # the API writes accepted ids every 50 ms
+        wait_until(lambda t=task_id: _known(stack, t) == "accepted", 10, what=f"{task_id} marked accepted")
+    # any copy enqueued by the duplicates would have run by the time a later batch did
+    later = _ids("idem-later-", 5)
+    stack.post_many(later)
+    stack.wait_executed(later)
+    ids = ["idem-seq", "idem-race", *distinct, *later]
     assert stack.counts(ids) == dict.fromkeys(ids, 1)
 
 

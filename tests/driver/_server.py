@@ -5,6 +5,7 @@ port on stdout. Behaviour is chosen by request path:
 
 - ``/ok``      200 with Content-Length, keep-alive
 - ``/fail``    500 when the task id's sequence number is divisible by 3, else 200
+- ``/known``   409 (the API's answer to a known task id) when it is divisible by 4, else 202
 - ``/chunked`` 200 with a chunked body written in several pieces (with extensions)
 - ``/close``   200 with ``Connection: close``, then closes
 - ``/eof``     HTTP/1.0-style 200 without Content-Length, body ends at close
@@ -24,7 +25,7 @@ CONNECTIONS = 0
 
 
 def _resp(status: int, body: bytes, extra: str = "") -> bytes:
-    reason = {200: "OK", 500: "Internal Server Error"}.get(status, "X")
+    reason = {200: "OK", 202: "Accepted", 409: "Conflict", 500: "Internal Server Error"}.get(status, "X")
     head = f"HTTP/1.1 {status} {reason}\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
     return head.encode() + body
 
@@ -61,6 +62,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             elif path == "/fail":
                 seq = int(json.loads(body)["id"].rsplit("-", 1)[1])
                 writer.write(_resp(500 if seq % 3 == 0 else 200, b"{}"))
+            elif path == "/known":
+                seq = int(json.loads(body)["id"].rsplit("-", 1)[1])
+                writer.write(_resp(409 if seq % 4 == 0 else 202, b"{}"))
             elif path == "/chunked":
                 writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
                 await writer.drain()

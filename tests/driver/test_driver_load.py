@@ -118,6 +118,23 @@ def test_http_500_are_errors_with_their_ids(port: int) -> None:
     assert res.completed == 30
 
 
+def test_a_409_is_recorded_as_refused(port: int) -> None:
+    """A 409 (a known task id) is a non-2xx the driver records with its id, as ``http_409``: the
+    audit counts those ids as refused, and the summary's errors % leaves them out."""
+    from taskbench.harness.phases import queue_status, queue_summary
+
+    res = _run(port, "/known", users=2, requests=20)
+    _check_consistent(res)
+    assert res.errors == {"http_409": 5}
+    assert sorted(res.refused_ids()) == sorted(f"0-{i}" for i in range(0, 20, 4))
+    load = res.to_model()
+    assert load.refused == 5
+    summary = queue_summary(load, None, load_start=0.0, drained=True, fault=None)
+    assert summary.errors_pct == 0.0
+    summary.accepted, summary.refused = 15, 5
+    assert queue_status(summary, audit_ok=True, drained=True, failures=[]) == "errors"
+
+
 def test_chunked_responses(port: int) -> None:
     res = _run(port, "/chunked", users=4, requests=40)
     _check_consistent(res)

@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,14 @@ def module_api(tmp_path_factory: pytest.TempPathFactory, redis_url: str, module_
 
 
 @pytest.fixture
-def api(module_api: int, client: redis.Redis, run_id: str) -> int:
+def api(module_api: int, client: redis.Redis, run_id: str) -> Iterator[int]:
     assert Ledger(f"taskbench:{run_id}:").executed_count(client) == 0, "the previous test left tasks behind"
-    return module_api
+    yield module_api
+    # the API writes accepted ids every 50 ms: let it finish before ``client`` deletes the run's keys,
+    # or that write would bring back an id of this test for the next one
+    claims = f"taskbench:{run_id}:ids"
+    wait_until(lambda: not any(v.startswith(b"pending") for v in client.hvals(claims)), 10,
+               what="the API to write the outcome of every claim")
 
 
 def _wait_executed(client: redis.Redis, prefix: str, n: int) -> dict[str, int]:
@@ -149,6 +155,69 @@ def test_after_response_mode(tmp_path: Path, redis_url: str, run_id: str, client
         assert answer["mode"] == "after-response"
         assert answer["durable"] is False
         assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"late-1": 1}
+        # the id is claimed before the 202, so a duplicate is refused although the enqueue comes later
+        status, answer = request(port, "POST", URL, '{"task_id": "late-1"}')
+        assert (status, answer["first"]) == (409, "accepted"), answer
+        assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"late-1": 1}
+
+
+def _known(port: int, task_id: str, value: int = 1) -> dict[str, Any]:
+    status, answer = request(port, "POST", URL, json.dumps({"task_id": task_id, "value": value}))
+    assert status == 409, answer
+    return dict(answer)
+
+
+def test_a_known_task_id_is_409_and_never_runs_again(api: int, client: redis.Redis, run_id: str) -> None:
+    """The issue: the same id twice, the second body different, was 202 on every backend."""
+    assert request(api, "POST", URL, '{"task_id": "twice", "value": 2}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"twice": 1}
+    # the first's outcome is written after its 202 was sent: "pending" until then
+    answer = wait_until(lambda: (a := _known(api, "twice", 5))["first"] == "accepted" and a, 10,
+                        what="the first submission marked accepted")
+    assert answer == {"detail": "task 'twice' was already submitted in this run; the first submission was "
+                                "accepted: not enqueued again", "task_id": "twice", "first": "accepted"}
+    assert request(api, "POST", URL, '{"task_id": "once"}')[0] == 202  # a new id is unaffected
+    assert _wait_executed(client, f"taskbench:{run_id}:", 2) == {"twice": 1, "once": 1}
+    assert int(client.get(f"taskbench:{run_id}:counter") or 0) == 2 + 1  # the second body never counted
+
+
+def test_concurrent_duplicates_get_one_202(api: int, client: redis.Redis, run_id: str) -> None:
+    body = '{"task_id": "racing"}'
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: request(api, "POST", URL, body), range(8)))
+    statuses = sorted(status for status, _ in answers)
+    assert statuses == [202] + [409] * 7, answers
+    for status, answer in answers:
+        if status == 409:
+            assert answer["task_id"] == "racing" and answer["first"] in ("pending", "accepted"), answer
+    assert request(api, "POST", URL, '{"task_id": "after-race"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 2) == {"racing": 1, "after-race": 1}
+
+
+def test_a_claim_whose_outcome_was_never_written_reads_unknown(api: int, client: redis.Redis, run_id: str) -> None:
+    """An API killed between its claim and its enqueue's outcome leaves ``pending <time>``: in flight
+    while younger than the enqueue timeout (5 s) plus 2 s, then ``unknown``, never ``accepted``."""
+    claims = f"taskbench:{run_id}:ids"
+    client.hset(claims, mapping={"stale": f"pending {time.time() - 60:.3f}", "fresh": f"pending {time.time():.3f}",
+                                 "timed-out": "unknown"})
+    assert _known(api, "stale")["first"] == "unknown"
+    assert _known(api, "fresh")["first"] == "pending"
+    assert _known(api, "timed-out")["first"] == "unknown"
+    client.hdel(claims, "stale", "fresh")
+    assert request(api, "POST", URL, '{"task_id": "after-claims"}')[0] == 202
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"after-claims": 1}
+
+
+def test_idempotency_off_runs_every_submission(tmp_path: Path, redis_url: str, run_id: str,
+                                               client: redis.Redis) -> None:
+    """``--no-idempotency`` (to measure the claim's cost): the API checks nothing, as before the contract."""
+    env = {"TASKBENCH_BACKEND": "background", "TASKBENCH_REDIS_URL": redis_url,
+           "TASKBENCH_RUN_ID": run_id, "TASKBENCH_IDEMPOTENCY": "false"}
+    with served(tmp_path, env) as port:
+        assert [request(port, "POST", URL, '{"task_id": "free"}')[0] for _ in range(2)] == [202, 202]
+        ledger = Ledger(f"taskbench:{run_id}:")
+        assert wait_until(lambda: ledger.read(client)[0].get("free") == 2, 10, what="two runs of one id")
+        assert not client.exists(f"taskbench:{run_id}:ids")
 
 
 def test_serve_with_unreachable_redis_is_one_line(tmp_path: Path) -> None:

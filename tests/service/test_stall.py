@@ -88,19 +88,23 @@ def test_a_stalled_broker_gets_503_outcome_unknown(stalled_api: tuple[str, int],
 
 
 def test_an_unknown_outcome_that_ran_is_counted_unexpected(tmp_path: Path, private_redis: EmbeddedRedis,
-                                                           run_id: str) -> None:
+                                                           redis_url: str, run_id: str,
+                                                           client: redis.Redis) -> None:
     """SAQ's enqueue is one script: sent to a frozen Redis, it runs when Redis wakes although the
     client got a 503 at the deadline. That is what the 503's "outcome is unknown" means, and the
-    audit counts the id as unexpected (recovered), not as lost or as an error of the audit."""
+    audit counts the id as unexpected (recovered), not as lost or as an error of the audit. A retry
+    of the id is answered 409 "unknown", and the task runs once.
+
+    The broker is the private Redis, frozen; the run's Redis (the ledger and the API's claims of
+    task ids) is the test Redis, which keeps answering."""
     python = str(ensure_env(backends.info("saq").extra, quiet=True))
-    env = {"TASKBENCH_BACKEND": "saq", "TASKBENCH_REDIS_URL": private_redis.url, "TASKBENCH_RUN_ID": run_id,
-           "TASKBENCH_ENQUEUE_TIMEOUT": "1.0"}
+    env = {"TASKBENCH_BACKEND": "saq", "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_BROKER_URL": private_redis.url,
+           "TASKBENCH_RUN_ID": run_id, "TASKBENCH_ENQUEUE_TIMEOUT": "1.0"}
     saq_url = "/api/v1/incr/io/simple/saq"
     ledger = Ledger(f"taskbench:{run_id}:")
-    conn = redis.Redis.from_url(private_redis.url)
     with ProcessSet({**os.environ, **env}) as procs:
         procs.start("worker", [python, "-m", "taskbench", "worker"], tmp_path / "worker.log")
-        wait_until(lambda: conn.hlen(f"taskbench:{run_id}:ready") >= 1, 60, what="the saq worker")
+        wait_until(lambda: client.hlen(f"taskbench:{run_id}:ready") >= 1, 60, what="the saq worker")
         with served(tmp_path, env, python=python) as port:
             assert request(port, "POST", saq_url, '{"task_id": "before"}')[0] == 202  # a warm connection
             os.kill(private_redis.proc.pid, signal.SIGSTOP)
@@ -110,11 +114,40 @@ def test_an_unknown_outcome_that_ran_is_counted_unexpected(tmp_path: Path, priva
                 time.sleep(0.5)
                 os.kill(private_redis.proc.pid, signal.SIGCONT)
             assert status == 503 and "outcome is unknown" in answer["detail"], answer
-            wait_until(lambda: ledger.executed_count(conn) >= 2, 30, what="both tasks to run")
-    rows = ledger.rows(conn)
-    conn.close()
-    report = audit(["before"], rows.counts, rows.times, failed_ids=["unknown"], corrupt=rows.corrupt)
+            wait_until(lambda: ledger.executed_count(client) >= 2, 30, what="both tasks to run")
+            status, answer = request(port, "POST", saq_url, '{"task_id": "unknown"}')
+            assert (status, answer["first"]) == (409, "unknown"), answer
+            assert request(port, "POST", saq_url, '{"task_id": "last"}')[0] == 202
+            wait_until(lambda: ledger.executed_count(client) >= 3, 30, what="the last task to run")
+    rows = ledger.rows(client)
+    assert rows.counts == {"before": 1, "unknown": 1, "last": 1}
+    report = audit(["before", "last"], rows.counts, rows.times, failed_ids=["unknown"], corrupt=rows.corrupt)
     categories = report.to_model().categories
     assert (categories.attempted, categories.ok, categories.lost, categories.unexpected,
-            categories.recovered) == (2, 1, 0, 1, 1)
+            categories.recovered) == (3, 2, 0, 1, 1)
     assert categories.unexpected_ids == ["unknown"]
+
+
+def test_a_failed_enqueue_releases_the_task_id(tmp_path: Path, private_redis: EmbeddedRedis, redis_url: str,
+                                               run_id: str, client: redis.Redis) -> None:
+    """A broker that refuses the connection is a definite failure (503 with its error, not "unknown"):
+    the API releases its claim of the id, so the same id may be sent again once the broker is back.
+    Dramatiq's broker is the private Redis, stopped and started again; the claims are on the test Redis."""
+    python = str(ensure_env(backends.info("dramatiq").extra, quiet=True))
+    env = {"TASKBENCH_BACKEND": "dramatiq", "TASKBENCH_REDIS_URL": redis_url,
+           "TASKBENCH_BROKER_URL": private_redis.url, "TASKBENCH_RUN_ID": run_id}
+    url = "/api/v1/incr/io/simple/dramatiq"
+    claims = f"taskbench:{run_id}:ids"
+    with served(tmp_path, env, python=python) as port:
+        assert request(port, "POST", url, '{"task_id": "warm"}')[0] == 202
+        private_redis.stop()
+        status, answer = request(port, "POST", url, '{"task_id": "again"}')
+        assert status == 503 and "enqueue failed" in answer["detail"], answer
+        assert not client.hexists(claims, "again")
+        private_redis.start(dict(os.environ))
+        status, answer = wait_until(lambda: (r := request(port, "POST", url, '{"task_id": "again"}'))[0] != 503
+                                    and r, 30, what="the broker back") or (0, None)
+        assert status == 202, answer
+        assert client.hexists(claims, "again")
+        status, answer = request(port, "POST", url, '{"task_id": "again"}')
+        assert (status, answer["first"]) in ((409, "accepted"), (409, "pending")), answer

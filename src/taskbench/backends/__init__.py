@@ -34,6 +34,9 @@ class BackendInfo:
     key_patterns: tuple[str, ...] = ()
     #: the library's own web dashboard, run by ``taskbench dashboard`` (``taskbench up`` starts it)
     dashboard: str | None = None
+    #: with ``idempotency`` on, the library refuses a known task id for the whole run by itself (the
+    #: producer raises DuplicateTask), so an awaited enqueue needs no claim of the API's
+    remembers_ids: bool = False
 
     @property
     def module(self) -> str:
@@ -65,6 +68,7 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             summary="ARQ: asyncio worker polling a Redis sorted set, msgpack serialization",
             redelivers=True,
             key_patterns=("arq:*:{run_id}:*",),
+            remembers_ids=True,
         ),
         BackendInfo(
             name="saq",

@@ -2,8 +2,13 @@
 
 Wiring, following arq's documentation:
 - msgpack job serialization on both sides (arq's default is pickle);
-- the task id becomes arq's ``_job_id``, which arq uses to refuse a second enqueue of the same job;
-- ``keep_result=0``: results are not stored, the ledger records executions;
+- the task id becomes arq's ``_job_id``: ``enqueue_job`` returns None, and the producer raises
+  DuplicateTask, while a job of that id is queued or running or its result is kept (WATCH on the job
+  key, so concurrent enqueues of one id give one job);
+- results: with ``idempotency`` on, kept for ``REMEMBER_IDS`` so that arq refuses a finished id too
+  (its result key is what it checks); off, not stored (``keep_result=0``). Not
+  ``keep_result_forever``: arq 0.28 writes a failed job's result with ``PX 0`` then, which Redis
+  refuses. The ledger, not arq's results, records executions;
 - SIGTERM stops picking jobs and waits up to ``shutdown_timeout`` for running ones
   (``job_completion_wait``); a job whose worker dies is retried once its in-progress key expires
   (``job_timeout`` = ``task_timeout``), up to ``max_tries``.
@@ -20,7 +25,7 @@ import msgpack
 from arq import Worker, create_pool
 from arq.connections import ArqRedis, RedisSettings
 
-from taskbench.backends.base import ServiceContext, WorkerContext
+from taskbench.backends.base import DuplicateTask, ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
 if TYPE_CHECKING:
@@ -30,6 +35,8 @@ if TYPE_CHECKING:
     from taskbench.settings import Settings
 
 FUNCTION = "taskbench_execute"
+#: how long arq keeps a finished job's result, and so refuses its id again: longer than any run
+REMEMBER_IDS = 30 * 86_400
 
 _serialize = msgpack.packb
 _deserialize = functools.partial(msgpack.unpackb, raw=False)
@@ -58,10 +65,11 @@ class _Producer:
         self._settings = settings
 
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
-        # None means a job with this id is already queued: the task is held either way.
-        await self._pool.enqueue_job(
+        job = await self._pool.enqueue_job(
             FUNCTION, task.to_dict(), _job_id=_job_id(self._settings, task.task_id)
         )
+        if job is None:  # queued, running, or finished with its result kept
+            raise DuplicateTask(task.task_id)
 
 
 async def _execute(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
@@ -92,7 +100,7 @@ class ArqBackend:
             on_startup=on_startup,
             max_jobs=settings.concurrency,
             job_timeout=settings.task_timeout,
-            keep_result=0,
+            keep_result=REMEMBER_IDS if settings.idempotency else 0,
             handle_signals=True,
             job_completion_wait=max(1, round(settings.shutdown_timeout)),
             job_serializer=_serialize,

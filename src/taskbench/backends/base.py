@@ -18,13 +18,24 @@ if TYPE_CHECKING:
 Execute = Callable[["TaskMessage"], Awaitable[None]]
 
 
+class DuplicateTask(Exception):  # noqa: N818 - a refusal, not a failure
+    """Raised by ``Producer.enqueue`` when the library refused the task because it holds (or, for
+    a backend that remembers ids, held) a task of the same id: nothing was enqueued."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"the broker already holds a task with id {task_id!r}")
+        self.task_id = task_id
+
+
 class Producer(Protocol):
     """Puts one task where a worker will find it."""
 
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
         """Return once the backend holds the task.
 
-        ``later`` is the request's FastAPI BackgroundTasks: only the in-process backend uses it.
+        Raise :class:`DuplicateTask` when the library itself refused it as a known id (arq's job id,
+        SAQ's job key); a library that cannot tell says nothing. ``later`` is the request's FastAPI
+        BackgroundTasks: only the in-process backend uses it.
         """
 
 

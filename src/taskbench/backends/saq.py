@@ -3,8 +3,10 @@
 Wiring, following SAQ's documentation and its source (saq 0.26):
 - the queue is named ``<run prefix>saq``; every job key is ``<run_id>:<task id>`` and is given
   explicitly, so a second enqueue of a task that is still queued or running is refused
-  (SAQ's enqueue script checks the queue's ``incomplete`` set) and abort markers, which SAQ keys by
-  job key alone (``saq:abort:<key>``), stay inside the run;
+  (SAQ's enqueue script checks the queue's ``incomplete`` set; the producer raises DuplicateTask) and
+  abort markers, which SAQ keys by job key alone (``saq:abort:<key>``), stay inside the run. A
+  finished job leaves ``incomplete`` whatever its ``ttl``, so SAQ would run its key again: the API's
+  claim covers that;
 - JSON serialization: SAQ's default ``dump``/``load`` are ``json.dumps``/``json.loads``; they are
   passed explicitly so that the choice is visible here;
 - at-least-once: ``retries`` (SAQ counts the first attempt) lets a job run again, ``timeout`` and
@@ -36,7 +38,7 @@ from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
 
 from taskbench.backends._auth import serve_asgi
-from taskbench.backends.base import ServiceContext, WorkerContext
+from taskbench.backends.base import DuplicateTask, ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
 if TYPE_CHECKING:
@@ -210,8 +212,7 @@ class _Producer:
         self._timeout = _seconds(settings.task_timeout)
 
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
-        # None means a job with this key is still queued or running: the task is held either way.
-        await self._queue.enqueue(
+        job = await self._queue.enqueue(
             FUNCTION,
             key=job_key(self._settings, task.task_id),
             timeout=self._timeout,
@@ -220,6 +221,8 @@ class _Producer:
             ttl=-1,
             payload=task.to_dict(),
         )
+        if job is None:  # a job of this key is still queued or running (SAQ forgets finished ones)
+            raise DuplicateTask(task.task_id)
 
 
 def _queue(settings: Settings, connections: int, max_ops: int = 20) -> _Queue:

@@ -7,7 +7,9 @@ Wiring, following streaq's documentation and its source (streaq 7.2):
   writes for a failed task (which carry the exception) be serialized too;
 - the API enqueues by task name with ``Worker.enqueue_unsafe`` (streaq's documented way to keep task
   definitions out of the producer), under the task id: streaq stores a task's data with SET NX, so a
-  second enqueue of a task that has not finished is refused;
+  second enqueue of a task that has not finished is refused, but silently (``Task.__await__`` drops
+  the script's answer) and only until the task finished and its data was deleted: the API's claim
+  gives the 409;
 - at-least-once: a message stays pending in the consumer group until its task finished; a running
   task's message is re-claimed by its worker every 0.9 × ``idle_timeout``, so the message of a dead
   worker goes idle and another worker takes it (XAUTOCLAIM) once ``idle_timeout`` =
@@ -73,7 +75,7 @@ class _Producer:
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
         job = self._worker.enqueue_unsafe(FUNCTION, task.to_dict())
         job.id = task.task_id
-        await job  # publishes; refused quietly if this id is already queued or running
+        await job  # publishes; refused quietly (not reported) if this id is queued or running
 
 
 class StreaqBackend:

@@ -46,6 +46,7 @@ def run(
     api_port: Annotated[int | None, params.option("api_port")] = params.default("api_port"),
     timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
     http_metrics: Annotated[bool, params.option("http_metrics")] = params.default("http_metrics"),
+    idempotency: Annotated[bool, params.option("idempotency")] = params.default("idempotency"),
     task_timeout: Annotated[float, params.option("task_timeout")] = params.default("task_timeout"),
     enqueue_timeout: Annotated[float, params.option("enqueue_timeout")] = params.default("enqueue_timeout"),
     fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
@@ -77,7 +78,7 @@ def run(
             broker=broker, broker_url=broker_url,  # type: ignore[arg-type]
             output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout,
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
-            task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,
+            idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,
             fault=Fault.parse(fault) if fault else None,
         )
     except ValueError as exc:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taskbench.histogram import Histogram
-from taskbench.results.model import Load
+from taskbench.results.model import REFUSED, Load
 
 # A driver process using this share of one core is treated as the bottleneck.
 SATURATION_CPU = 0.9
@@ -52,6 +52,10 @@ class LoadResult:
     # compared across the driver's processes); kept for merging.
     first_send: float = 0.0
     last_response: float = 0.0
+
+    def refused_ids(self) -> list[str]:
+        """Ids answered 409: already submitted in the run, so not enqueued again by this request."""
+        return [tid for tid, kind in self.failed_ids.items() if kind == REFUSED]
 
     def finalize(self) -> LoadResult:
         """Recompute derived fields (rps, max_utilization, saturation)."""

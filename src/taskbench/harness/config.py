@@ -85,6 +85,7 @@ class RunConfig:
     enqueue_timeout: float = 5.0
     api_port: int | None = None
     http_metrics: bool = True
+    idempotency: bool = True
     placement: Placement = field(default_factory=Placement)
     # per component ("api", "workers"): cgroup limits applied once the stack is ready
     limits: dict[str, Limit] = field(default_factory=dict)

@@ -186,7 +186,8 @@ def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, d
     requests = max(1, load.requests)
     summary = Summary(
         requests=load.requests, rps=load.rps, p50_ms=lat.p50, p95_ms=lat.p95, p99_ms=lat.p99,
-        errors_pct=100.0 * (requests - load.ok) / requests,
+        # a 409 (an id sent twice) is the API keeping its contract, not an error: counted apart
+        errors_pct=100.0 * (requests - load.ok - load.refused) / requests,
         driver_cpu_pct=100.0 * load.max_utilization, driver_saturated=load.saturated,
     )
     if audit is not None:
@@ -195,6 +196,7 @@ def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, d
         summary.accepted, summary.executed = audit.accepted, audit.executed
         summary.lost, summary.duplicated = audit.lost, audit.duplicated
         summary.unexpected, summary.late = audit.categories.unexpected, audit.late
+        summary.refused = audit.categories.refused
         summary.e2e_p95_ms = audit.end_to_end_ms.p95
     if fault is not None and fault.injected:
         summary.fault = fault.fault
@@ -208,11 +210,11 @@ def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, d
 
 
 def queue_status(summary: Summary, *, audit_ok: bool, drained: bool, failures: list[str]) -> Status:
-    """ok: clean; errors: some requests failed, or (a fault case) tasks were lost or ran twice where the
-    backend does not promise otherwise; failed: otherwise."""
+    """ok: clean; errors: some requests failed or were refused as known ids (409), or (a fault case)
+    tasks were lost or ran twice where the backend does not promise otherwise; failed: otherwise."""
     if not audit_ok or not drained or failures or not summary.accepted:
         return "failed"
-    return "errors" if summary.errors_pct or summary.lost or summary.duplicated else "ok"
+    return "errors" if summary.errors_pct or summary.refused or summary.lost or summary.duplicated else "ok"
 
 
 def _text(value: bytes | str) -> str:

@@ -198,7 +198,7 @@ class Runner:
                     report = None if rows is None else audit(
                         load.accepted_ids, rows.counts, rows.times, deadline=drained.deadline,
                         ignore_prefix=WARMUP_PREFIX, start=load_start, corrupt=rows.corrupt,
-                        failed_ids=load.failed_ids).to_model()
+                        failed_ids=load.failed_ids, refused_ids=load.refused_ids()).to_model()
                 case.load = load.to_model()
                 if rows is not None:
                     if case.fault is not None:

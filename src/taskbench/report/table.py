@@ -112,6 +112,8 @@ def categories_line(audit: AuditResult) -> str:
     line = f"of {c.attempted} sent: " + ", ".join(parts)
     if c.unexpected:
         line += f"; {c.recovered} of the unexpected after a non-2xx or no answer"
+    if c.refused:
+        line += f"; [yellow]{c.refused} refused with 409[/] (the id was already submitted: sent twice?)"
     if audit.corrupt:
         line += f"; [bold red]{audit.corrupt} corrupt ledger rows[/]"
     return line

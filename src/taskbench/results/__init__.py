@@ -15,6 +15,7 @@ from taskbench.results.cases import (
 )
 from taskbench.results.migrate import RANKED_BY, ResultFormatError, load, parse
 from taskbench.results.model import (
+    REFUSED,
     AuditResult,
     Cleanup,
     FaultRecord,
@@ -34,8 +35,9 @@ from taskbench.results.model import (
 )
 
 __all__ = [
-    "RANKED_BY", "SCHEMA_VERSION", "AuditResult", "Case", "CaseBase", "CeleryCase", "Cleanup", "Commit",
-    "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked", "LimitRecord", "LimitStats", "Load", "Machine",
-    "MetricsCheck", "Percentiles", "Promise", "QueueCase", "RepeatRun", "Result", "ResultFormatError",
-    "ScenarioInfo", "SeriesPoint", "Spread", "Status", "Summary", "load", "parse", "passed",
+    "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "Case", "CaseBase", "CeleryCase", "Cleanup",
+    "Commit", "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked", "LimitRecord", "LimitStats", "Load",
+    "Machine", "MetricsCheck", "Percentiles", "Promise", "QueueCase", "RepeatRun", "Result",
+    "ResultFormatError", "ScenarioInfo", "SeriesPoint", "Spread", "Status", "Summary", "load", "parse",
+    "passed",
 ]

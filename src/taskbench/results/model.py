@@ -13,6 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 Status = Literal["ok", "errors", "failed"]
+#: the driver's error kind of a 409: the task id was already submitted in the run (an answer of the
+#: API's idempotency contract, not a failure of the backend)
+REFUSED = "http_409"
 CaseKind = Literal["queue", "http", "celery"]
 
 
@@ -87,6 +90,11 @@ class Load(Model):
     #: up to 20 ids that got no 2xx, with the reason
     failed_ids_sample: dict[str, str] = {}
 
+    @property
+    def refused(self) -> int:
+        """Requests answered 409: their id was already submitted in the run (none when ids are unique)."""
+        return self.errors.get(REFUSED, 0)
+
 
 # -- what the ledger says ---------------------------------------------------------------------------
 
@@ -111,6 +119,9 @@ class Categories(Model):
     duplicated_frac: float = 0.0
     unexpected_frac: float = 0.0
     unexpected_ids: list[str] = []
+    #: ids answered 409 (already submitted in the run, so not enqueued again): an answer, not a
+    #: failure; a normal run has none, its ids being unique
+    refused: int = 0
 
 
 class AuditResult(Model):
@@ -292,6 +303,7 @@ class Summary(Model):
     lost: int | None = None
     duplicated: int | None = None
     unexpected: int | None = None
+    refused: int | None = None  # answered 409: the id was already submitted (not in errors_pct)
     late: int | None = None
     e2e_p95_ms: float | None = None
     # queue: an injected fault

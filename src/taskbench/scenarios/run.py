@@ -181,5 +181,5 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         cpu_iterations=p["cpu_iterations"], redis_url=redis_url, broker=p["broker"], output=output,
         warmup=p["warmup"], drain_timeout=p["drain_timeout"], placement=Placement.parse("auto"),
         limits=case.limits, task_timeout=p["task_timeout"], enqueue_timeout=p["enqueue_timeout"],
-        fault=Fault.parse(p["fault"]) if p["fault"] else None,
+        idempotency=p["idempotency"], fault=Fault.parse(p["fault"]) if p["fault"] else None,
     )

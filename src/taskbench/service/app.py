@@ -13,7 +13,9 @@ from fastapi import APIRouter, BackgroundTasks, Body, FastAPI, HTTPException
 from fastapi.exceptions import RequestValidationError
 
 from taskbench import backends
+from taskbench.backends.base import DuplicateTask
 from taskbench.messages import WORKLOADS, TaskMessage
+from taskbench.service.claims import KnownTask, known_task
 from taskbench.service.limits import BodySizeLimit
 from taskbench.service.messages import (
     HEALTH_RESPONSES,
@@ -48,33 +50,74 @@ async def health(store: StoreDep) -> Health:
     return Health(status="ok", backend=store.settings.backend, run_id=store.settings.run_id, redis="ok")
 
 
-async def enqueue_within(store: Store, task: TaskMessage, later: BackgroundTasks) -> None:
-    """The backend's enqueue, bounded by ``enqueue_timeout``; raises HTTPException(503) when it
-    fails or times out. A timeout says the outcome is unknown: the broker may hold the task (and
-    run it) although the client never hears so, which the audit counts as *unexpected*."""
+def _unknown(store: Store, task_id: str) -> HTTPException:
     timeout = store.settings.enqueue_timeout
+    store.enqueue_metrics.errors.inc()
+    log.warning("enqueue of %s timed out after %g s", task_id, timeout)
+    return HTTPException(503, f"enqueue of {task_id!r} did not finish within {timeout:g} s: the outcome is "
+                              "unknown (the broker may hold the task and run it)")
+
+
+async def claim_within(store: Store, task_id: str, deadline: float) -> bool:
+    """Claim ``task_id`` for this request before ``deadline`` (the loop's clock); False when the API
+    keeps no claims. Raises KnownTask (409) for a known id, HTTPException(503) when Redis fails."""
+    claims = store.claims
+    if claims is None:
+        return False
+    try:
+        async with asyncio.timeout_at(deadline):
+            await claims.claim(task_id)
+    except TimeoutError:
+        await claims.unknown(task_id)  # the HSETNX may still land: a retry must not run it again
+        raise _unknown(store, task_id) from None
+    except KnownTask:
+        raise
+    except Exception as exc:
+        store.enqueue_metrics.errors.inc()
+        log.warning("claim of %s failed: %r", task_id, exc)
+        raise HTTPException(503, f"the task id could not be claimed: {type(exc).__name__}: {exc}") from exc
+    return True
+
+
+async def enqueue_within(store: Store, task: TaskMessage, later: BackgroundTasks, deadline: float, *,
+                         claimed: bool) -> None:
+    """The backend's enqueue, bounded by ``deadline``; settles this request's claim when ``claimed``.
+
+    Raises KnownTask (409) when the library refused a known id, HTTPException(503) when the enqueue
+    fails (the claim is released: the id may be sent again) or times out. A timeout says the outcome
+    is unknown: the broker may hold the task (and run it) although the client never hears so, which
+    the audit counts as *unexpected*; the id is answered 409 "unknown" from then on.
+    """
+    claims = store.claims if claimed else None
     clock = time.perf_counter()
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout_at(deadline):
             await store.producer.enqueue(task, later)
+    except DuplicateTask:
+        if claims is not None:  # ours by the claim, yet the library holds one: it is accepted
+            claims.accepted(task.task_id)
+        raise KnownTask(task.task_id, "accepted") from None
     except TimeoutError:
-        store.enqueue_metrics.errors.inc()
-        log.warning("enqueue of %s timed out after %g s", task.task_id, timeout)
-        raise HTTPException(
-            503, f"enqueue of {task.task_id!r} did not finish within {timeout:g} s: the outcome is "
-                 "unknown (the broker may hold the task and run it)") from None
+        if claims is not None:
+            await claims.unknown(task.task_id)
+        raise _unknown(store, task.task_id) from None
     except Exception as exc:
         store.enqueue_metrics.errors.inc()
         log.warning("enqueue of %s failed: %r", task.task_id, exc)
+        if claims is not None:
+            await claims.release(task.task_id)
         raise HTTPException(503, f"enqueue failed: {type(exc).__name__}: {exc}") from exc
     store.enqueue_metrics.duration.observe(time.perf_counter() - clock)
+    if claims is not None:
+        claims.accepted(task.task_id)
 
 
-async def _enqueue_later(store: Store, task: TaskMessage, later: BackgroundTasks) -> None:
+async def _enqueue_later(store: Store, task: TaskMessage, later: BackgroundTasks, claimed: bool) -> None:
+    deadline = asyncio.get_running_loop().time() + store.settings.enqueue_timeout
     try:
-        await enqueue_within(store, task, later)
-    except HTTPException as exc:  # after the response: nobody to tell but the log
-        log.warning("after-response %s", exc.detail)
+        await enqueue_within(store, task, later, deadline, claimed=claimed)
+    except (HTTPException, KnownTask) as exc:  # after the response: nobody to tell but the log
+        log.warning("after-response enqueue of %s: %s", task.task_id, getattr(exc, "detail", exc))
 
 
 @router.post("/api/v1/incr/{kind}/{mode}/{backend}", status_code=202, responses=TASK_RESPONSES)
@@ -105,11 +148,13 @@ async def incr(
         enqueued_at=body.enqueued_at if body.enqueued_at is not None else time.time(),
     )
     mode_name = store.settings.enqueue_mode
+    deadline = asyncio.get_running_loop().time() + store.settings.enqueue_timeout
+    claimed = await claim_within(store, task.task_id, deadline)
     if mode_name == "after-response":
         # The seed's BackgroundTask(enqueue): the client gets 2xx before the broker has the task.
-        later.add_task(_enqueue_later, store, task, later)
+        later.add_task(_enqueue_later, store, task, later, claimed)
     else:
-        await enqueue_within(store, task, later)
+        await enqueue_within(store, task, later, deadline, claimed=claimed)
     return Accepted(
         status="accepted",
         task_id=task.task_id,
@@ -133,6 +178,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # http://evil.example/...); an unknown path is a plain 404
     app = FastAPI(title="taskbench reference service", lifespan=lifespan, redirect_slashes=False)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(KnownTask, known_task)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     from taskbench.service.monitoring import instrument

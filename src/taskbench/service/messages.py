@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from fastapi import Request
 from fastapi.encoders import jsonable_encoder
@@ -45,7 +45,8 @@ class TaskIn(BaseModel):
     task_id: str = Field(
         default_factory=lambda: uuid.uuid4().hex,
         pattern=TASK_ID_PATTERN,
-        description="unique per run; the ledger audits by it",
+        description="idempotency key, unique per run: a second submission of an id is answered 409 and "
+                    "never enqueued again; the ledger audits by it",
     )
     enqueued_at: float | None = Field(
         default=None, ge=EARLIEST, le=LATEST,
@@ -67,6 +68,15 @@ class Problem(BaseModel):
     detail: str
 
 
+class Known(Problem):
+    """409: the task id was already submitted in this run; nothing was enqueued."""
+
+    task_id: str
+    first: Literal["accepted", "pending", "unknown"] = Field(
+        description="the first submission: accepted (the broker holds or held it), pending (its enqueue "
+                    "is in flight: ask again), unknown (its enqueue timed out or was never confirmed)")
+
+
 class Health(BaseModel):
     status: str
     backend: str
@@ -78,9 +88,12 @@ class Health(BaseModel):
 TASK_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     400: {"model": Problem, "description": "the body could not be read as JSON (not UTF-8, nested too deep)"},
     404: {"model": Problem, "description": "unknown workload or backend"},
+    409: {"model": Known, "description": "the task id was already submitted in this run (it is an "
+                                         "idempotency key): not enqueued again"},
     413: {"model": Problem, "description": "body larger than TASKBENCH_MAX_BODY_BYTES"},
-    503: {"model": Problem, "description": "the broker failed, or did not answer within the enqueue "
-                                           "timeout (the outcome is then unknown)"},
+    503: {"model": Problem, "description": "the broker failed (the id may be sent again), or did not answer "
+                                           "within the enqueue timeout (the outcome is then unknown, and the "
+                                           "id is answered 409 from then on)"},
 }
 HEALTH_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     503: {"model": Problem, "description": "Redis did not answer a PING in time"},

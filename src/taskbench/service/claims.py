@@ -1,0 +1,154 @@
+"""``task_id`` as an idempotency key: the API claims each id in the run's Redis before it enqueues.
+
+The claim is one ``HSETNX`` on the run's hash ``taskbench:<run id>:ids`` (so the harness's clean-up
+of the run prefix deletes it), written before the enqueue, on the answer's deadline. A field's value
+says what became of the first submission of that id:
+
+- ``pending <unix time>``: claimed, the enqueue has not reported. While younger than the enqueue
+  timeout plus :data:`GRACE` it is in flight; older, its API never wrote the outcome (it was killed,
+  or Redis did not answer), and it reads as ``unknown``;
+- ``accepted``: the enqueue returned. Not written on the request's path: the ids accepted in the
+  last :data:`FLUSH_INTERVAL` are written together, one ``HSET`` for all of them (until then, and
+  if the API dies before, the claim reads ``pending``, then ``unknown``);
+- ``unknown``: the enqueue timed out (the 503 said so); the broker may hold the task.
+
+A definite failure (a 503 with the broker's error) deletes the field: the id may be sent again.
+Best-effort writes (the outcome, the release) wait at most :data:`SETTLE_TIMEOUT`; one that fails
+leaves ``pending``, which ages into ``unknown``: never a false ``accepted``, never a second run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Final, Literal, Self
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from taskbench.service.messages import Known
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+
+    from taskbench.settings import Settings
+
+log = logging.getLogger("taskbench.service.claims")
+
+First = Literal["accepted", "pending", "unknown"]
+#: seconds beyond the enqueue timeout that a request may spend around its enqueue (parsing, the claim)
+GRACE: Final = 2.0
+#: longest wait for Redis to take an outcome or a release
+SETTLE_TIMEOUT: Final = 0.5
+#: claim attempts when the first submission's claim is released between HSETNX and HGET
+ATTEMPTS: Final = 3
+#: seconds between the writes of the ids accepted meanwhile (one HSET for all of them)
+FLUSH_INTERVAL: Final = 0.05
+
+
+class KnownTask(Exception):  # noqa: N818 - an answer (409), not a failure
+    """A submission of an id this run already knows: answered 409, never enqueued."""
+
+    def __init__(self, task_id: str, first: First) -> None:
+        super().__init__(task_id, first)
+        self.task_id = task_id
+        self.first = first
+
+
+async def known_task(_: Request, exc: Exception) -> JSONResponse:
+    """The 409 of a known id: which id, and what became of its first submission."""
+    assert isinstance(exc, KnownTask)
+    said = {"accepted": "was accepted", "pending": "is being enqueued",
+            "unknown": "has an unknown outcome (its enqueue timed out or was never confirmed)"}[exc.first]
+    body = Known(detail=f"task {exc.task_id!r} was already submitted in this run; the first submission {said}: "
+                        "not enqueued again", task_id=exc.task_id, first=exc.first)
+    return JSONResponse(status_code=409, content=body.model_dump())
+
+
+class Claims:
+    """The API's record of the task ids of one run, in the run's (the ledger's) Redis.
+
+    An async context manager: it flushes the accepted ids every :data:`FLUSH_INTERVAL` while open,
+    and once more when it closes.
+    """
+
+    def __init__(self, redis: aioredis.Redis, settings: Settings) -> None:
+        self._redis = redis
+        self.key = f"{settings.prefix}ids"
+        self._in_flight = settings.enqueue_timeout + GRACE
+        self._accepted: list[str] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        self._flusher = asyncio.create_task(self._flush_loop())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+        await self._flush()
+
+    async def claim(self, task_id: str) -> None:
+        """Make ``task_id`` this request's, or raise KnownTask with what became of its first submission."""
+        for _ in range(ATTEMPTS):
+            if await self._redis.hsetnx(self.key, task_id, f"pending {time.time():.3f}"):
+                return
+            value = await self._redis.hget(self.key, task_id)
+            if value is not None:
+                raise KnownTask(task_id, self.state(value))
+            # released in between: the first submission failed for certain, so the id is free again
+        raise KnownTask(task_id, "pending")
+
+    def state(self, value: bytes | str) -> First:
+        text = value.decode() if isinstance(value, bytes) else value
+        if text == "accepted":
+            return "accepted"
+        kind, _, at = text.partition(" ")
+        try:
+            young = kind == "pending" and time.time() - float(at) <= self._in_flight
+        except ValueError:
+            young = False
+        return "pending" if young else "unknown"
+
+    def accepted(self, task_id: str) -> None:
+        """The enqueue returned: written with the next flush, off the request's path."""
+        self._accepted.append(task_id)
+
+    async def unknown(self, task_id: str) -> None:
+        """The enqueue timed out: a retry is told the outcome is unknown."""
+        await self._settle(task_id, "unknown")
+
+    async def release(self, task_id: str) -> None:
+        """The enqueue failed for certain: the id may be submitted again."""
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT):
+                await self._redis.hdel(self.key, task_id)
+        except Exception as exc:  # it ages into "unknown": a retry is refused, never run twice
+            log.warning("could not release the claim of %s: %r", task_id, exc)
+
+    async def _settle(self, task_id: str, outcome: First) -> None:
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT):
+                await self._redis.hset(self.key, task_id, outcome)
+        except Exception as exc:  # it ages into "unknown"
+            log.warning("could not record %s for %s: %r", outcome, task_id, exc)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if not self._accepted:
+            return
+        batch, self._accepted = self._accepted, []
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT):
+                await self._redis.hset(self.key, mapping=dict.fromkeys(batch, "accepted"))
+        except Exception as exc:  # they age into "unknown": refused, never run twice
+            log.warning("could not record %d accepted task ids: %r", len(batch), exc)
