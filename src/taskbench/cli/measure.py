@@ -76,3 +76,61 @@ def drain(
                       f"{row['enqueue_per_s']:.0f}", f"{row['drain_s']:.2f}", f"{row['drain_per_s']:.0f}",
                       str(row["executed"]))
     Console().print(table)
+
+
+def overhead(
+    backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "all",
+    users: Annotated[int, params.option("users")] = params.default("users"),
+    requests: Annotated[int, typer.Option(min=100, max=1_000_000, help="requests per server and round")] = 5_000,
+    duration: Annotated[float, typer.Option(min=1, max=600, help="most seconds per server and round")] = 30,
+    rounds: Annotated[int, typer.Option(min=1, max=20, help="rounds; the servers' order rotates each round")] = 3,
+    warmup: Annotated[int, typer.Option(min=0, max=100_000, help="warm-up requests per server start")] = 500,
+    api_setting: Annotated[list[str] | None, typer.Option(
+        "--api-setting", help="NAME=VALUE: a TASKBENCH_NAME setting of the reference API (repeatable); "
+                              "its defaults otherwise")] = None,
+    redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    pin: Annotated[str, typer.Option(help="core placement, as for `run`")] = "auto",
+    format: Annotated[str, typer.Option("--format", help="table | json (the ratio per backend)")] = "table",
+    output: Annotated[Path, typer.Option(help="folder for the result and logs")] = Path("results"),
+) -> None:
+    """What taskbench costs: per backend the ceiling, the library's floor and the reference API, loaded alike."""
+    import json
+    import sys
+
+    from rich.console import Console
+    from rich.markup import escape
+
+    from taskbench.driver import LoadSpec
+    from taskbench.harness import HarnessError
+    from taskbench.harness.config import Placement
+    from taskbench.harness.overhead import OverheadConfig, run_overhead
+    from taskbench.report import overhead as view
+
+    if format not in ("table", "json"):
+        fail(f"--format must be table or json, not {format!r}")
+    console = Console(stderr=True)
+    show_progress(console)
+    api_env: dict[str, str] = {}
+    for item in api_setting or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.replace("_", "").isalnum():
+            fail(f"--api-setting takes NAME=VALUE (a TASKBENCH_* setting without the prefix), not {item!r}")
+        api_env[f"TASKBENCH_{name.upper()}"] = value
+    try:
+        config = OverheadConfig(
+            backends=backend_names(backends), rounds=rounds, warmup=warmup, redis_url=redis_url,
+            load=LoadSpec(users=users, requests=requests, duration=duration), placement=Placement.parse(pin),
+            output=output, api_env=api_env)
+        result, path = run_overhead(config, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+    except (ValueError, HarnessError) as exc:
+        fail(str(exc))
+    from taskbench.cli.report import publish
+
+    publish(result, path, output, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+    if format == "json":
+        sys.stdout.write(json.dumps(view.ratios(result, str(path)), indent=1) + "\n")
+    else:
+        view.render(result, Console())
+        console.print(f"result: {path}")
+    if not result.passed():
+        raise typer.Exit(1)

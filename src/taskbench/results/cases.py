@@ -105,7 +105,43 @@ class CeleryCase(CaseBase):
     probe: dict[str, Any] = {}
 
 
-Case = Annotated[QueueCase | HttpCase | CeleryCase, Field(discriminator="kind")]
+#: the three servers ``taskbench overhead`` loads per backend, in this order in every table
+OverheadServer = Literal["ceiling", "floor", "taskbench"]
+OVERHEAD_SERVERS: tuple[OverheadServer, ...] = ("ceiling", "floor", "taskbench")
+
+
+class OverheadRound(Model):
+    """One server under one load: which server, which round, what the driver saw."""
+
+    server: OverheadServer
+    round: int
+    argv: list[str] = []
+    load: Load
+
+
+class OverheadCase(CaseBase):
+    """One backend: the ceiling (FastAPI + one INCR), the library's floor (its documented enqueue in a
+    bare FastAPI endpoint) and taskbench's reference API, loaded alike and interleaved over rounds.
+
+    ``rps`` holds each server's median over its rounds; ``ratio`` is taskbench ÷ floor, the share of
+    the library's own rate that taskbench keeps (1.0: taskbench costs nothing measurable).
+    """
+
+    kind: Literal["overhead"] = "overhead"
+    backend: str
+    workload: str = "io/simple"
+    placement: dict[str, list[int] | None] = {}
+    rounds: list[OverheadRound] = []
+    rps: dict[str, float] = {}
+    ratio: float | None = None
+    floor_vs_ceiling: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.label or self.backend
+
+
+Case = Annotated[QueueCase | HttpCase | CeleryCase | OverheadCase, Field(discriminator="kind")]
 
 
 def passed(case: CaseBase) -> bool:
@@ -160,7 +196,7 @@ class Result(Model):
     """One result file: what ran (config or scenario), where, from which commit, and every case."""
 
     schema_version: int = SCHEMA_VERSION
-    kind: Literal["run", "scenario"]
+    kind: Literal["run", "scenario", "overhead"]
     run_id: str
     created: str
     finished: str | None = None

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 Status = Literal["ok", "errors", "failed"]
-CaseKind = Literal["queue", "http", "celery"]
+CaseKind = Literal["queue", "http", "celery", "overhead"]
 
 
 class Model(BaseModel):
