@@ -43,32 +43,48 @@ def drain(
     concurrency: Annotated[int, params.option("concurrency", help="tasks at once in the worker")] = (
         params.default("concurrency")),
     ledger: Annotated[str, typer.Option(help="on | off | both (both measures the ledger's cost)")] = "both",
+    workload: Annotated[str, typer.Option(
+        help="io/simple (one INCRBY a task) | noop (nothing but the ledger's record)")] = "io/simple",
     redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    format: Annotated[str, typer.Option("--format", help="table | json (per backend the ledger's ratio)")] = "table",
     output: Annotated[Path, typer.Option(help="folder for logs and drain.json")] = Path("results"),
 ) -> None:
-    """One worker process's drain rate on no-op tasks (enqueued beforehand, no HTTP)."""
+    """One worker process's drain rate (tasks enqueued beforehand, no HTTP), with the ledger on and off."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from taskbench import backends as registry
     from taskbench.harness import HarnessError
-    from taskbench.harness.drain import run_drain
+    from taskbench.harness.drain import ledger_ratios, run_drain
 
     console = Console(stderr=True)
     show_progress(console)
     modes = {"on": [True], "off": [False], "both": [True, False]}.get(ledger)
     if modes is None:
         fail(f"--ledger must be on, off or both, not {ledger!r}")
+    if format not in ("table", "json"):
+        fail(f"--format must be table or json, not {format!r}")
+    if workload not in ("io/simple", "noop"):
+        fail(f"--workload must be io/simple or noop, not {workload!r}")
     try:
         names = backend_names(backends)
         for name in names:
             registry.info(name)
         rows = run_drain(names, tasks=tasks, concurrency=concurrency, ledger_modes=modes,
-                         redis_url=redis_url, output=output, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+                         redis_url=redis_url, output=output, workload=workload,
+                         say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
-    table = Table(title=f"drain of {tasks} no-op tasks by one worker process (concurrency {concurrency})")
+    ratios = ledger_ratios(rows)
+    if format == "json":
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps({"tasks": tasks, "workload": workload, "concurrency": concurrency,
+                                     "backends": ratios, "rows": rows}, indent=1) + "\n")
+        return
+    table = Table(title=f"drain of {tasks} {workload} tasks by one worker process (concurrency {concurrency})")
     for col in ("backend", "version", "ledger", "enqueue/s (no HTTP)", "drain s", "drain tasks/s", "executed"):
         table.add_column(col)
     for row in rows:
@@ -76,6 +92,9 @@ def drain(
                       f"{row['enqueue_per_s']:.0f}", f"{row['drain_s']:.2f}", f"{row['drain_per_s']:.0f}",
                       str(row["executed"]))
     Console().print(table)
+    for name, entry in ratios.items():
+        if entry["ratio"] is not None:
+            Console().print(f"{name}: ledger on ÷ off = {entry['ratio']:.2f}")
 
 
 def overhead(

@@ -1,4 +1,4 @@
-"""``taskbench drain``: per backend, one worker's drain rate on no-op tasks, ledger on and off."""
+"""``taskbench drain``: per backend, one worker's drain rate, ledger on and off, and the ledger's ratio."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from taskbench.harness.stack import Stack
 
 def run_drain(
     names: list[str], *, tasks: int, concurrency: int, ledger_modes: list[bool], redis_url: str | None,
-    output: Path, say: Callable[[str], None] = print,
+    output: Path, say: Callable[[str], None] = print, workload: str = "io/simple",
 ) -> list[dict[str, Any]]:
     out = output / f"drain-{uuid.uuid4().hex[:8]}"
     out.mkdir(parents=True, exist_ok=True)
@@ -38,12 +38,13 @@ def run_drain(
                 env = {**os.environ, "TASKBENCH_BACKEND": name, "TASKBENCH_REDIS_URL": url,
                        "TASKBENCH_RUN_ID": run_id, "TASKBENCH_LEDGER": str(ledger).lower(),
                        "TASKBENCH_CONCURRENCY": str(concurrency), "PYTHONUNBUFFERED": "1"}
-                say(f"[{name}] {tasks} no-op tasks, ledger {'on' if ledger else 'off'}")
+                say(f"[{name}] {tasks} {workload} tasks, ledger {'on' if ledger else 'off'}")
                 log = out / f"drain-case-{name}-{'ledger' if ledger else 'noledger'}.log"
                 with progress.phase(f"[{name}] enqueue and drain, ledger {'on' if ledger else 'off'}"), \
                         Stack(env, name=run_id, stop_timeout=30) as stack:
                     case = stack.start("drain-case", [str(python), "-m", "taskbench", "drain-case", "--tasks",
-                                                      str(tasks), "--log-dir", str(out)], log)
+                                                      str(tasks), "--log-dir", str(out),
+                                                      "--workload", workload], log)
                     stack.wait_ready(partial(_exited, case), timeout=1200, interval=0.2,
                                      what=f"the drain of {name} to finish (log: {log})")
                     code = case.exit_code()
@@ -57,6 +58,18 @@ def run_drain(
                 rows.append(row)
     (out / "drain.json").write_text(json.dumps(rows, indent=1))
     return rows
+
+
+def ledger_ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per backend: drain rates with the ledger on and off, and ``ratio`` = on ÷ off (1.0: free)."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        entry = out.setdefault(row["backend"], {"version": row.get("version"), "workload": row.get("workload")})
+        entry["on" if row["ledger"] else "off"] = row["drain_per_s"]
+    for entry in out.values():
+        on, off = entry.get("on"), entry.get("off")
+        entry["ratio"] = on / off if on and off else None
+    return out
 
 
 def _exited(proc: Managed) -> bool:

@@ -28,14 +28,14 @@ def _spread(case: OverheadCase, server: str) -> str:
 def render(result: Result, console: Console | None = None) -> None:
     console = console or Console()
     if not console.is_terminal:
-        console.width = max(console.width, 120)
+        console.width = max(console.width, 160)  # piped output: one row per backend
     load = (result.config or {}).get("load", {})
     rounds = (result.config or {}).get("rounds")
     bound = " or ".join(x for x in (f"{load['requests']} requests" if load.get("requests") else "",
                                     f"{load['duration']:g} s" if load.get("duration") else "") if x)
     table_ = Table(title=f"taskbench overhead {result.run_id}: io/simple, {load.get('users')} users, {bound} "
                          f"per server and round, {rounds} rounds", title_justify="left")
-    table_.add_column("backend")
+    table_.add_column("backend", no_wrap=True)
     for server in OVERHEAD_SERVERS:
         table_.add_column(HEADERS[server], justify="right")
         table_.add_column("range", justify="right", style="dim")
