@@ -38,6 +38,8 @@ def test_overhead_loads_ceiling_floor_and_api_and_records_them(redis_url: str, t
         (r, s) for r in range(2) for s in OVERHEAD_SERVERS)
     assert all(r.load.ok == 300 for r in case.rounds), "every server answered every request with a 2xx"
     assert case.ratio == pytest.approx(case.rps["taskbench"] / case.rps["floor"])
+    assert all(r.cpu_us_per_request and r.cpu_us_per_request > 0 for r in case.rounds)
+    assert case.cpu_ratio == pytest.approx(case.cpu_us_per_request["floor"] / case.cpu_us_per_request["taskbench"])
     assert printed["backends"]["background"]["ratio"] == pytest.approx(case.ratio)
     report = subprocess.run([sys.executable, "-m", "taskbench", "report", printed["result"]],
                             capture_output=True, text=True, timeout=60, check=False)

@@ -105,10 +105,13 @@ def run_overhead(config: OverheadConfig, say: Say = print) -> tuple[Result, Path
                     for server in order(round_):
                         label = f"[{name}] round {round_ + 1}/{config.rounds}: {server}"
                         with progress.phase(label):
-                            load, argv = _one(config, name, server, pythons[name], url,
-                                              f"{run_id}-{index}-{server}-{round_}", out / name)
-                        say(f"{label}: {load.rps:.0f} req/s, errors {sum(load.errors.values())}")
-                        case.rounds.append(OverheadRound(server=server, round=round_, argv=argv, load=load))
+                            load, argv, cpu = _one(config, name, server, pythons[name], url,
+                                                   f"{run_id}-{index}-{server}-{round_}", out / name)
+                        per_request = 1e6 * cpu / load.completed if load.completed else None
+                        say(f"{label}: {load.rps:.0f} req/s, server CPU {per_request or 0:.0f} µs a request, "
+                            f"errors {sum(load.errors.values())}")
+                        case.rounds.append(OverheadRound(server=server, round=round_, argv=argv, load=load,
+                                                         server_cpu_s=cpu, cpu_us_per_request=per_request))
             except Exception as exc:  # one backend that cannot start costs its row, not the run
                 case.failures.append(f"{type(exc).__name__}: {exc}")
             summarize(case)
@@ -125,6 +128,10 @@ def summarize(case: OverheadCase) -> None:
     for r in case.rounds:
         by_server.setdefault(r.server, []).append(r)
     case.rps = {s: statistics.median(r.load.rps for r in rs) for s, rs in by_server.items()}
+    case.cpu_us_per_request = {s: statistics.median(r.cpu_us_per_request for r in rs if r.cpu_us_per_request)
+                               for s, rs in by_server.items() if any(r.cpu_us_per_request for r in rs)}
+    floor_cpu, ours_cpu = case.cpu_us_per_request.get("floor"), case.cpu_us_per_request.get("taskbench")
+    case.cpu_ratio = floor_cpu / ours_cpu if floor_cpu and ours_cpu else None
     floor, ours, ceiling = (case.rps.get(s) for s in ("floor", "taskbench", "ceiling"))
     case.ratio = ours / floor if floor and ours is not None else None
     case.floor_vs_ceiling = floor / ceiling if ceiling and floor is not None else None
@@ -143,7 +150,7 @@ def summarize(case: OverheadCase) -> None:
 
 
 def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_url: str, run_id: str,
-         logs: Path) -> tuple[Load, list[str]]:
+         logs: Path) -> tuple[Load, list[str], float]:
     port = free_port()
     argv = server_argv(server, backend, python, port)
     env = {**os.environ, "TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": redis_url,
@@ -155,7 +162,7 @@ def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_
     log = logs / f"{run_id}.log"
     try:
         with Stack(env, name=run_id, stop_timeout=config.stop_timeout) as stack:
-            stack.start(server, argv, log, role="api", cpus=config.placement.api)
+            proc = stack.start(server, argv, log, role="api", cpus=config.placement.api)
             stack.wait_ready(lambda: healthy(port), timeout=config.startup_timeout,
                              what=f"the {server} server of {backend} to answer /health (log: {log})")
             template = RequestTemplate(host="127.0.0.1", port=port, path=f"/api/v1/incr/io/simple/{backend}",
@@ -164,11 +171,28 @@ def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_
                 if config.warmup:
                     run_load(template, LoadSpec(users=min(10, config.load.users), requests=config.warmup,
                                                 id_prefix="w"))
+                cpu_before = _cpu_seconds(proc.pid)
                 load = run_load(template, config.load).to_model()
+                cpu = _cpu_seconds(proc.pid) - cpu_before
     finally:
         _clean(redis_url, run_id, backend)
     argv[0] = Path(argv[0]).name if argv[0] == sys.executable else argv[0]
-    return load, argv
+    return load, argv, cpu
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time of a server and its children: on a shared machine, CPU per request moves less than req/s."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def _clean(url: str, run_id: str, backend: str) -> None:

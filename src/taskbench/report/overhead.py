@@ -13,7 +13,8 @@ from taskbench.results import OVERHEAD_SERVERS, OverheadCase, Result
 HEADERS = {"ceiling": "ceiling\nreq/s", "floor": "library floor\nreq/s", "taskbench": "taskbench API\nreq/s"}
 EXPLAIN = ("ceiling: FastAPI + one `await redis.incr`; library floor: a bare FastAPI endpoint enqueuing as the "
            "library's documentation shows; taskbench API: the reference API with its defaults. Each figure is "
-           "the median of the rounds (the servers' order rotates each round); ratio = taskbench ÷ floor.")
+           "the median of the rounds (the servers' order rotates each round); ratio = taskbench ÷ floor; "
+           "CPU: the server's CPU time per request, floor ÷ taskbench.")
 
 
 def cases(result: Result) -> list[OverheadCase]:
@@ -39,7 +40,8 @@ def render(result: Result, console: Console | None = None) -> None:
     for server in OVERHEAD_SERVERS:
         table_.add_column(HEADERS[server], justify="right")
         table_.add_column("range", justify="right", style="dim")
-    for name in ("ratio\ntaskbench÷floor", "floor÷\nceiling", "taskbench\np95 ms", "status"):
+    for name in ("ratio\ntaskbench÷floor", "floor÷\nceiling", "CPU µs/req\nfloor / ours", "CPU ratio\nfloor÷ours",
+                 "taskbench\np95 ms", "status"):
         table_.add_column(name, justify="right" if name != "status" else "left")
     for case in cases(result):
         row = [case.backend]
@@ -49,7 +51,10 @@ def render(result: Result, console: Console | None = None) -> None:
         ratio = "–" if case.ratio is None else f"{case.ratio:.2f}"
         if case.ratio is not None and case.ratio < 0.9:
             ratio = f"[yellow]{ratio}[/]"
+        cpu = case.cpu_us_per_request
         row += [ratio, "–" if case.floor_vs_ceiling is None else f"{case.floor_vs_ceiling:.2f}",
+                f"{cpu.get('floor', 0):.0f} / {cpu.get('taskbench', 0):.0f}" if cpu else "–",
+                "–" if case.cpu_ratio is None else f"{case.cpu_ratio:.2f}",
                 "–" if case.summary.p95_ms is None else f"{case.summary.p95_ms:.1f}",
                 "[green]ok[/]" if case.status == "ok" else "[bold red]failed[/]"]
         table_.add_row(*row)
@@ -70,6 +75,7 @@ def ratios(result: Result, path: str | None = None) -> dict[str, Any]:
         "result": path,
         "backends": {
             c.backend: {"ratio": c.ratio, "floor_vs_ceiling": c.floor_vs_ceiling, "rps": c.rps,
+                        "cpu_ratio": c.cpu_ratio, "cpu_us_per_request": c.cpu_us_per_request,
                         "rounds": {s: [round(r.load.rps, 1) for r in c.rounds if r.server == s]
                                    for s in OVERHEAD_SERVERS},
                         "status": c.status, "failures": c.failures}
@@ -81,13 +87,15 @@ def ratios(result: Result, path: str | None = None) -> dict[str, Any]:
 def html(result: Result) -> str:
     title = f"taskbench overhead {result.run_id}"
     headers = [("backend", "l")] + [(HEADERS[s].replace("\n", " "), "") for s in OVERHEAD_SERVERS] + [
-        ("ratio taskbench÷floor", ""), ("floor÷ceiling", ""), ("taskbench p95 ms", ""), ("status", "l")]
+        ("ratio taskbench÷floor", ""), ("floor÷ceiling", ""), ("CPU ratio floor÷taskbench", ""),
+        ("taskbench p95 ms", ""), ("status", "l")]
     rows = []
     for case in cases(result):
         row = [f'<td class="l">{esc(case.backend)}</td>']
         row += [cell(case.rps.get(s)) for s in OVERHEAD_SERVERS]
         row += [cell(case.ratio, "{:.2f}", css="warn" if case.ratio is not None and case.ratio < 0.9 else ""),
-                cell(case.floor_vs_ceiling, "{:.2f}"), cell(case.summary.p95_ms, "{:.1f}"),
+                cell(case.floor_vs_ceiling, "{:.2f}"), cell(case.cpu_ratio, "{:.2f}"),
+                cell(case.summary.p95_ms, "{:.1f}"),
                 f'<td class="l {"good" if case.status == "ok" else "bad"}">{esc(case.status)}</td>']
         rows.append(row)
     round_rows = []
@@ -97,7 +105,7 @@ def html(result: Result) -> str:
             round_rows.append([f'<td class="l">{esc(case.backend)}</td>', cell(r.round + 1, "{}"),
                                f'<td class="l">{esc(r.server)}</td>', cell(r.load.rps), cell(lat.p50, "{:.1f}"),
                                cell(lat.p95, "{:.1f}"), cell(sum(r.load.errors.values()), "{}"),
-                               cell(100 * r.load.max_utilization)])
+                               cell(100 * r.load.max_utilization), cell(r.cpu_us_per_request)])
     m = result.machine
     parts = [
         f"<h1>{esc(title)}</h1>",
@@ -106,7 +114,7 @@ def html(result: Result) -> str:
         "<h2>Summary</h2>", table(headers, rows), f'<p class="note">{esc(EXPLAIN)}</p>',
         "<h2>Every round</h2>",
         table([("backend", "l"), ("round", ""), ("server", "l"), ("req/s", ""), ("median ms", ""), ("p95 ms", ""),
-               ("errors", ""), ("driver CPU %", "")], round_rows),
+               ("errors", ""), ("driver CPU %", ""), ("server CPU µs/request", "")], round_rows),
         "<h2>Parameters</h2>", facts(flatten(result.config or {}), wide=True),
     ]
     return document(title, "\n".join(parts))

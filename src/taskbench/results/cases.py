@@ -117,6 +117,9 @@ class OverheadRound(Model):
     round: int
     argv: list[str] = []
     load: Load
+    #: the server's CPU time (its process and children) while the load ran, and per completed request
+    server_cpu_s: float | None = None
+    cpu_us_per_request: float | None = None
 
 
 class OverheadCase(CaseBase):
@@ -124,7 +127,8 @@ class OverheadCase(CaseBase):
     bare FastAPI endpoint) and taskbench's reference API, loaded alike and interleaved over rounds.
 
     ``rps`` holds each server's median over its rounds; ``ratio`` is taskbench ÷ floor, the share of
-    the library's own rate that taskbench keeps (1.0: taskbench costs nothing measurable).
+    the library's own rate that taskbench keeps (1.0: taskbench costs nothing measurable). ``cpu_ratio``
+    is the same comparison on the server's CPU time per request, which a busy machine disturbs less.
     """
 
     kind: Literal["overhead"] = "overhead"
@@ -135,6 +139,9 @@ class OverheadCase(CaseBase):
     rps: dict[str, float] = {}
     ratio: float | None = None
     floor_vs_ceiling: float | None = None
+    #: each server's median CPU µs per request, and floor ÷ taskbench of it (1.0: taskbench costs no CPU)
+    cpu_us_per_request: dict[str, float] = {}
+    cpu_ratio: float | None = None
 
     @property
     def name(self) -> str:
