@@ -45,6 +45,7 @@ def drain(
     ledger: Annotated[str, typer.Option(help="on | off | both (both measures the ledger's cost)")] = "both",
     workload: Annotated[str, typer.Option(
         help="io/simple (one INCRBY a task) | noop (nothing but the ledger's record)")] = "io/simple",
+    repeat: Annotated[int, typer.Option(min=1, max=20, help="rounds per ledger mode, alternating; medians")] = 1,
     redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
     format: Annotated[str, typer.Option("--format", help="table | json (per backend the ledger's ratio)")] = "table",
     output: Annotated[Path, typer.Option(help="folder for logs and drain.json")] = Path("results"),
@@ -72,7 +73,7 @@ def drain(
         for name in names:
             registry.info(name)
         rows = run_drain(names, tasks=tasks, concurrency=concurrency, ledger_modes=modes,
-                         redis_url=redis_url, output=output, workload=workload,
+                         redis_url=redis_url, output=output, workload=workload, repeat=repeat,
                          say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
