@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -131,10 +130,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         async with open_store(settings) as store:
-            # what start-up built (FastAPI, pydantic's schemas, the libraries' modules) lives as long as
-            # the process: frozen, the cyclic collector stops scanning it each time 100 requests in
-            # flight push their objects into the older generations
-            gc.freeze()
             yield {"store": store}
 
     # redirect_slashes off: Starlette's trailing-slash redirect echoes the Host header (a 307 to
