@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import statistics
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,7 +175,6 @@ def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_
                 cpu = _cpu_seconds(proc.pid) - cpu_before
     finally:
         _clean(redis_url, run_id, backend)
-    argv[0] = Path(argv[0]).name if argv[0] == sys.executable else argv[0]
     return load, argv, cpu
 
 
