@@ -1,9 +1,10 @@
 """One drain measurement, run inside a backend's environment (``taskbench drain-case``).
 
-Enqueue N no-op tasks straight through the backend's producer (no HTTP), then start one worker
-process and time how long it takes to execute them all. With the ledger off, the worker counts
-executions in memory and flushes the count in batches, so the difference between the two runs is
-the ledger's own cost.
+Enqueue N tasks straight through the backend's producer (no HTTP), then start one worker process and
+time how long it takes to execute them all. The task is io/simple (one INCRBY, which the ledger's
+record joins in one round trip) or ``noop`` (nothing but the record). With the ledger off, the
+worker counts executions in memory and flushes the count in batches, so the difference between the
+two runs is the ledger's own cost.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from taskbench.wait import WaitTimeoutError, wait_until
 from taskbench.workloads import Workloads
 
 
-async def _enqueue(settings: Settings, tasks: int, parallel: int) -> float:
+async def _enqueue(settings: Settings, tasks: int, parallel: int, workload: str) -> float:
     from fastapi import BackgroundTasks
 
     backend = backends.load(settings.backend)
@@ -37,7 +38,7 @@ async def _enqueue(settings: Settings, tasks: int, parallel: int) -> float:
 
             async def one(i: int) -> None:
                 async with sem:
-                    task = TaskMessage(task_id=f"d{i}", workload=NOOP, value=1, enqueued_at=time.time())
+                    task = TaskMessage(task_id=f"d{i}", workload=workload, value=1, enqueued_at=time.time())
                     await producer.enqueue(task, later)
 
             started = time.perf_counter()
@@ -45,10 +46,17 @@ async def _enqueue(settings: Settings, tasks: int, parallel: int) -> float:
             return time.perf_counter() - started
 
 
-def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.0) -> dict[str, Any]:
+#: the workloads a drain may run: a task whose body is one Redis call, or none at all
+DRAIN_WORKLOADS = ("io/simple", NOOP)
+
+
+def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.0, *,
+            workload: str = "io/simple") -> dict[str, Any]:
     import redis
 
-    enqueue_s = asyncio.run(_enqueue(settings, tasks, parallel=64))
+    if workload not in DRAIN_WORKLOADS:
+        raise ValueError(f"a drain runs {' or '.join(DRAIN_WORKLOADS)}, not {workload!r}")
+    enqueue_s = asyncio.run(_enqueue(settings, tasks, parallel=64, workload=workload))
     client = redis.Redis.from_url(settings.redis_url)
     ledger = Ledger(settings.prefix)
 
@@ -76,6 +84,7 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
         client.close()
     return {
         "backend": settings.backend,
+        "workload": workload,
         "ledger": settings.ledger,
         "tasks": tasks,
         "executed": count,

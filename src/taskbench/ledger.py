@@ -5,7 +5,10 @@ Layout (``P`` is the run prefix, ``taskbench:<run_id>:``):
 * ``P ledger:n`` hash task id -> number of executions;
 * ``P ledger:t`` hash task id -> ``"<enqueued_at> <started_at> <finished_at>"`` of the last one.
 
-One pipelined round trip per task keeps the ledger's cost on a worker small. A run deletes only
+One round trip per task keeps the ledger's cost on a worker small: a Lua script (:data:`RECORD`)
+increments the count, writes the times and, for a task whose body ends with an INCRBY (io/simple,
+cpu/*), does that INCRBY too. A script runs atomically, so a worker killed at any moment leaves
+either the task's effect and its record, or neither: the audit never sees one without the other. A run deletes only
 keys under its own prefix; nothing here flushes a database.
 
 Reading and auditing never raise on what the ledger holds: a count that is not a positive integer,
@@ -37,6 +40,13 @@ LATEST_TIME: Final = 1e11
 _TASK_ID = re.compile(TASK_ID_PATTERN)
 #: the key under which a ledger hash that cannot be read is reported
 WHOLE_HASH = "*"
+#: KEYS: count hash, times hash[, the task's counter]; ARGV: task id, times[, the task's increment]
+RECORD: Final = """
+if KEYS[3] then redis.call('INCRBY', KEYS[3], ARGV[3]) end
+local runs = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return runs
+"""
 
 
 class Ledger:
@@ -46,6 +56,9 @@ class Ledger:
         self.prefix = prefix
         self.count_key = f"{prefix}ledger:n"
         self.times_key = f"{prefix}ledger:t"
+        # registered on first use with the client that runs it (EVALSHA; redis-py loads it when missing)
+        self._async_script: Any = None
+        self._sync_script: Any = None
 
     @staticmethod
     def _times(enqueued_at: float, started_at: float, finished_at: float) -> str:
@@ -58,12 +71,19 @@ class Ledger:
         enqueued_at: float,
         started_at: float,
         finished_at: float,
+        *,
+        incr: tuple[str, int] | None = None,
     ) -> int:
-        """Record one execution; returns how many times this task has run, this one included."""
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.hincrby(self.count_key, task_id, 1)
-            pipe.hset(self.times_key, task_id, self._times(enqueued_at, started_at, finished_at))
-            count, _ = await pipe.execute()
+        """Record one execution; returns how many times this task has run, this one included.
+
+        ``incr`` = (key, amount): the task's own INCRBY, done by the same script, so that a task's
+        effect and its record reach Redis in one round trip and together or not at all.
+        """
+        script = self._async_script
+        if script is None:
+            script = self._async_script = client.register_script(RECORD)
+        count = await script(keys=self._keys(incr), args=self._args(task_id, enqueued_at, started_at,
+                                                                     finished_at, incr), client=client)
         return int(count)
 
     def record_sync(
@@ -73,12 +93,23 @@ class Ledger:
         enqueued_at: float,
         started_at: float,
         finished_at: float,
+        *,
+        incr: tuple[str, int] | None = None,
     ) -> int:
-        with client.pipeline(transaction=False) as pipe:
-            pipe.hincrby(self.count_key, task_id, 1)
-            pipe.hset(self.times_key, task_id, self._times(enqueued_at, started_at, finished_at))
-            count, _ = pipe.execute()
+        script = self._sync_script
+        if script is None:
+            script = self._sync_script = client.register_script(RECORD)
+        count = script(keys=self._keys(incr), args=self._args(task_id, enqueued_at, started_at, finished_at, incr),
+                       client=client)
         return int(count)
+
+    def _keys(self, incr: tuple[str, int] | None) -> list[str]:
+        return [self.count_key, self.times_key, incr[0]] if incr else [self.count_key, self.times_key]
+
+    def _args(self, task_id: str, enqueued_at: float, started_at: float, finished_at: float,
+              incr: tuple[str, int] | None) -> list[str | int]:
+        times = self._times(enqueued_at, started_at, finished_at)
+        return [task_id, times, incr[1]] if incr else [task_id, times]
 
     def executed_count(self, client: redis.Redis) -> int:
         """Distinct task ids executed so far (cheap: one HLEN)."""

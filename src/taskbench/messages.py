@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Final
 
 WORKLOADS: Final = ("io/simple", "io/sync", "io/thread", "cpu/simple", "cpu/process")
@@ -22,7 +22,9 @@ class TaskMessage:
     enqueued_at: float  # unix seconds: the API and the worker are different processes
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # not dataclasses.asdict: it deep-copies field by field, a measurable cost per enqueue
+        return {"task_id": self.task_id, "workload": self.workload, "value": self.value,
+                "enqueued_at": self.enqueued_at}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskMessage:

@@ -137,8 +137,7 @@ class Workloads:
     async def _io_simple(self, task: TaskMessage, started: float) -> None:
         if self.settings.io_delay:
             await asyncio.sleep(self.settings.io_delay)
-        await self.redis.incrby(self.counter_key, task.value)
-        await self._record(task, started)
+        await self._record(task, started, incr=True)
 
     async def _io_sync(self, task: TaskMessage, started: float) -> None:
         # Blocks the event loop on purpose: this is what a sync client in async code does.
@@ -150,8 +149,7 @@ class Workloads:
 
     async def _cpu_simple(self, task: TaskMessage, started: float) -> None:
         crunch(self.settings.cpu_iterations)
-        await self.redis.incrby(self.counter_key, task.value)
-        await self._record(task, started)
+        await self._record(task, started, incr=True)
 
     async def _noop(self, task: TaskMessage, started: float) -> None:
         await self._record(task, started)
@@ -159,29 +157,31 @@ class Workloads:
     async def _cpu_process(self, task: TaskMessage, started: float) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._process_pool(), crunch, self.settings.cpu_iterations)
-        await self.redis.incrby(self.counter_key, task.value)
-        await self._record(task, started)
+        await self._record(task, started, incr=True)
 
     # -- helpers --------------------------------------------------------------------------
 
     def _sync_body(self, task: TaskMessage, started: float) -> None:
         if self.settings.io_delay:
             time.sleep(self.settings.io_delay)
-        self.redis_sync.incrby(self.counter_key, task.value)
         if not self.settings.ledger:
+            self.redis_sync.incrby(self.counter_key, task.value)
             self._count_done()
             return
-        runs = self.ledger.record_sync(
-            self.redis_sync, task.task_id, task.enqueued_at, started, time.time()
-        )
+        runs = self.ledger.record_sync(self.redis_sync, task.task_id, task.enqueued_at, started, time.time(),
+                                       incr=(self.counter_key, task.value))
         if runs > 1:
             self.metrics.task(task.workload).redelivered.inc()
 
-    async def _record(self, task: TaskMessage, started: float) -> None:
+    async def _record(self, task: TaskMessage, started: float, *, incr: bool = False) -> None:
+        """The ledger's record of the task; ``incr``: with the task's own INCRBY, in the same round trip."""
         if not self.settings.ledger:
+            if incr:
+                await self.redis.incrby(self.counter_key, task.value)
             self._count_done()
             return
-        runs = await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time())
+        runs = await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time(),
+                                        incr=(self.counter_key, task.value) if incr else None)
         if runs > 1:
             self.metrics.task(task.workload).redelivered.inc()
 

@@ -1,4 +1,5 @@
-"""Command line: ``taskbench run | scenarios | up | serve | worker | report | compare | backends | ceiling | drain``.
+"""Command line: ``taskbench run | scenarios | up | serve | worker | report | compare | backends | ceiling | drain |
+overhead``.
 
 One module per command or small group; this one makes the app and registers them, in the order
 ``--help`` lists them. Heavy imports (FastAPI, uvicorn, the harness, rich tables) happen inside the
@@ -27,6 +28,7 @@ app.command(hidden=True)(components.dashboard)
 app.command()(up.up)
 app.command()(measure.ceiling)
 app.command()(measure.drain)
+app.command()(measure.overhead)
 app.command("drain-case", hidden=True)(components.drain_case)
 app.command()(report.report)
 app.command()(compare.compare)

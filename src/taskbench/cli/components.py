@@ -138,10 +138,11 @@ def dashboard(
 def drain_case(
     tasks: Annotated[int, typer.Option(min=1)] = 20_000,
     log_dir: Annotated[Path, typer.Option()] = Path("."),
+    workload: Annotated[str, typer.Option()] = "io/simple",
 ) -> None:
     """Run inside a backend's environment by `taskbench drain`; prints one JSON line."""
     import json
 
     from taskbench.drain import measure
 
-    print(json.dumps(measure(settings(), tasks, log_dir)))
+    print(json.dumps(measure(settings(), tasks, log_dir, workload=workload)))

@@ -43,32 +43,49 @@ def drain(
     concurrency: Annotated[int, params.option("concurrency", help="tasks at once in the worker")] = (
         params.default("concurrency")),
     ledger: Annotated[str, typer.Option(help="on | off | both (both measures the ledger's cost)")] = "both",
+    workload: Annotated[str, typer.Option(
+        help="io/simple (one INCRBY a task) | noop (nothing but the ledger's record)")] = "io/simple",
+    repeat: Annotated[int, typer.Option(min=1, max=20, help="rounds per ledger mode, alternating; medians")] = 1,
     redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    format: Annotated[str, typer.Option("--format", help="table | json (per backend the ledger's ratio)")] = "table",
     output: Annotated[Path, typer.Option(help="folder for logs and drain.json")] = Path("results"),
 ) -> None:
-    """One worker process's drain rate on no-op tasks (enqueued beforehand, no HTTP)."""
+    """One worker process's drain rate (tasks enqueued beforehand, no HTTP), with the ledger on and off."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from taskbench import backends as registry
     from taskbench.harness import HarnessError
-    from taskbench.harness.drain import run_drain
+    from taskbench.harness.drain import ledger_ratios, run_drain
 
     console = Console(stderr=True)
     show_progress(console)
     modes = {"on": [True], "off": [False], "both": [True, False]}.get(ledger)
     if modes is None:
         fail(f"--ledger must be on, off or both, not {ledger!r}")
+    if format not in ("table", "json"):
+        fail(f"--format must be table or json, not {format!r}")
+    if workload not in ("io/simple", "noop"):
+        fail(f"--workload must be io/simple or noop, not {workload!r}")
     try:
         names = backend_names(backends)
         for name in names:
             registry.info(name)
         rows = run_drain(names, tasks=tasks, concurrency=concurrency, ledger_modes=modes,
-                         redis_url=redis_url, output=output, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+                         redis_url=redis_url, output=output, workload=workload, repeat=repeat,
+                         say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
-    table = Table(title=f"drain of {tasks} no-op tasks by one worker process (concurrency {concurrency})")
+    ratios = ledger_ratios(rows)
+    if format == "json":
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps({"tasks": tasks, "workload": workload, "concurrency": concurrency,
+                                     "backends": ratios, "rows": rows}, indent=1) + "\n")
+        return
+    table = Table(title=f"drain of {tasks} {workload} tasks by one worker process (concurrency {concurrency})")
     for col in ("backend", "version", "ledger", "enqueue/s (no HTTP)", "drain s", "drain tasks/s", "executed"):
         table.add_column(col)
     for row in rows:
@@ -76,3 +93,64 @@ def drain(
                       f"{row['enqueue_per_s']:.0f}", f"{row['drain_s']:.2f}", f"{row['drain_per_s']:.0f}",
                       str(row["executed"]))
     Console().print(table)
+    for name, entry in ratios.items():
+        if entry["ratio"] is not None:
+            Console().print(f"{name}: ledger on ÷ off = {entry['ratio']:.2f}")
+
+
+def overhead(
+    backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "all",
+    users: Annotated[int, params.option("users")] = params.default("users"),
+    requests: Annotated[int, typer.Option(min=100, max=1_000_000, help="requests per server and round")] = 5_000,
+    duration: Annotated[float, typer.Option(min=1, max=600, help="most seconds per server and round")] = 30,
+    rounds: Annotated[int, typer.Option(min=1, max=20, help="rounds; the servers' order rotates each round")] = 3,
+    warmup: Annotated[int, typer.Option(min=0, max=100_000, help="warm-up requests per server start")] = 500,
+    api_setting: Annotated[list[str] | None, typer.Option(
+        "--api-setting", help="NAME=VALUE: a TASKBENCH_NAME setting of the reference API (repeatable); "
+                              "its defaults otherwise")] = None,
+    redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    pin: Annotated[str, typer.Option(help="core placement, as for `run`")] = "auto",
+    format: Annotated[str, typer.Option("--format", help="table | json (the ratio per backend)")] = "table",
+    output: Annotated[Path, typer.Option(help="folder for the result and logs")] = Path("results"),
+) -> None:
+    """What taskbench costs: per backend the ceiling, the library's floor and the reference API, loaded alike."""
+    import json
+    import sys
+
+    from rich.console import Console
+    from rich.markup import escape
+
+    from taskbench.driver import LoadSpec
+    from taskbench.harness import HarnessError
+    from taskbench.harness.config import Placement
+    from taskbench.harness.overhead import OverheadConfig, run_overhead
+    from taskbench.report import overhead as view
+
+    if format not in ("table", "json"):
+        fail(f"--format must be table or json, not {format!r}")
+    console = Console(stderr=True)
+    show_progress(console)
+    api_env: dict[str, str] = {}
+    for item in api_setting or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.replace("_", "").isalnum():
+            fail(f"--api-setting takes NAME=VALUE (a TASKBENCH_* setting without the prefix), not {item!r}")
+        api_env[f"TASKBENCH_{name.upper()}"] = value
+    try:
+        config = OverheadConfig(
+            backends=backend_names(backends), rounds=rounds, warmup=warmup, redis_url=redis_url,
+            load=LoadSpec(users=users, requests=requests, duration=duration), placement=Placement.parse(pin),
+            output=output, api_env=api_env)
+        result, path = run_overhead(config, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+    except (ValueError, HarnessError) as exc:
+        fail(str(exc))
+    from taskbench.cli.report import publish
+
+    publish(result, path, output, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+    if format == "json":
+        sys.stdout.write(json.dumps(view.ratios(result, str(path)), indent=1) + "\n")
+    else:
+        view.render(result, Console())
+        console.print(f"result: {path}")
+    if not result.passed():
+        raise typer.Exit(1)

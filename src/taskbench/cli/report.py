@@ -56,6 +56,13 @@ def report(
         return
     from rich.console import Console
 
+    if data.kind == "overhead":
+        from taskbench.report import overhead
+
+        if format == "markdown":
+            fail("--format markdown renders scenario results; this is an `overhead` result")
+        overhead.render(data, Console())
+        return
     if data.kind == "scenario":
         from taskbench.report import scenario as scenario_report
 

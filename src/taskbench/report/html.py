@@ -27,6 +27,10 @@ STATUS_CSS = {"ok": "good", "errors": "warn", "failed": "bad"}
 
 
 def render(result: Result) -> str:
+    if result.kind == "overhead":
+        from taskbench.report.overhead import html
+
+        return html(result)
     title = (f"taskbench scenario {result.scenario.name}" if result.scenario else "taskbench run") + \
         f" {result.run_id}"
     parts = [f"<h1>{esc(title)}</h1>", header(result), "<h2>Summary</h2>", summary_table(result)]

@@ -1,6 +1,7 @@
 """Typed results: the models a run produces and every report reads, and the reader for old files."""
 
 from taskbench.results.cases import (
+    OVERHEAD_SERVERS,
     SCHEMA_VERSION,
     Case,
     CaseBase,
@@ -8,6 +9,8 @@ from taskbench.results.cases import (
     Commit,
     HttpCase,
     Machine,
+    OverheadCase,
+    OverheadRound,
     QueueCase,
     Result,
     ScenarioInfo,
@@ -35,9 +38,10 @@ from taskbench.results.model import (
 )
 
 __all__ = [
-    "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "Case", "CaseBase", "CeleryCase", "Cleanup",
-    "Commit", "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked", "LimitRecord", "LimitStats", "Load",
-    "Machine", "MetricsCheck", "Percentiles", "Promise", "QueueCase", "RepeatRun", "Result",
-    "ResultFormatError", "ScenarioInfo", "SeriesPoint", "Spread", "Status", "Summary", "load", "parse",
+    "OVERHEAD_SERVERS", "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "Case", "CaseBase",
+    "CeleryCase", "Cleanup", "Commit", "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked", "LimitRecord",
+    "LimitStats", "Load", "Machine", "MetricsCheck", "OverheadCase", "OverheadRound", "Percentiles", "Promise",
+    "QueueCase", "RepeatRun", "Result", "ResultFormatError", "ScenarioInfo", "SeriesPoint", "Spread", "Status",
+    "Summary", "load", "parse",
     "passed",
 ]

@@ -105,7 +105,50 @@ class CeleryCase(CaseBase):
     probe: dict[str, Any] = {}
 
 
-Case = Annotated[QueueCase | HttpCase | CeleryCase, Field(discriminator="kind")]
+#: the three servers ``taskbench overhead`` loads per backend, in this order in every table
+OverheadServer = Literal["ceiling", "floor", "taskbench"]
+OVERHEAD_SERVERS: tuple[OverheadServer, ...] = ("ceiling", "floor", "taskbench")
+
+
+class OverheadRound(Model):
+    """One server under one load: which server, which round, what the driver saw."""
+
+    server: OverheadServer
+    round: int
+    argv: list[str] = []
+    load: Load
+    #: the server's CPU time (its process and children) while the load ran, and per completed request
+    server_cpu_s: float | None = None
+    cpu_us_per_request: float | None = None
+
+
+class OverheadCase(CaseBase):
+    """One backend: the ceiling (FastAPI + one INCR), the library's floor (its documented enqueue in a
+    bare FastAPI endpoint) and taskbench's reference API, loaded alike and interleaved over rounds.
+
+    ``rps`` holds each server's median over its rounds; ``ratio`` is taskbench ÷ floor, the share of
+    the library's own rate that taskbench keeps (1.0: taskbench costs nothing measurable). ``cpu_ratio``
+    is the same comparison on the server's CPU time per request, which a busy machine disturbs less.
+    """
+
+    kind: Literal["overhead"] = "overhead"
+    backend: str
+    workload: str = "io/simple"
+    placement: dict[str, list[int] | None] = {}
+    rounds: list[OverheadRound] = []
+    rps: dict[str, float] = {}
+    ratio: float | None = None
+    floor_vs_ceiling: float | None = None
+    #: each server's median CPU µs per request, and floor ÷ taskbench of it (1.0: taskbench costs no CPU)
+    cpu_us_per_request: dict[str, float] = {}
+    cpu_ratio: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.label or self.backend
+
+
+Case = Annotated[QueueCase | HttpCase | CeleryCase | OverheadCase, Field(discriminator="kind")]
 
 
 def passed(case: CaseBase) -> bool:
@@ -163,7 +206,7 @@ class Result(Model):
     """One result file: what ran (config or scenario), where, from which commit, and every case."""
 
     schema_version: int = SCHEMA_VERSION
-    kind: Literal["run", "scenario"]
+    kind: Literal["run", "scenario", "overhead"]
     run_id: str
     created: str
     finished: str | None = None

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from taskbench.results.cases import SCHEMA_VERSION, Result
 
 #: the figure a repeated case is ranked by (its median run is the row), per case kind
-RANKED_BY = {"queue": "rps", "http": "rps", "celery": "tasks_per_s"}
+RANKED_BY = {"queue": "rps", "http": "rps", "celery": "tasks_per_s", "overhead": "rps"}
 
 
 class ResultFormatError(ValueError):

@@ -16,7 +16,7 @@ Status = Literal["ok", "errors", "failed"]
 #: the driver's error kind of a 409: the task id was already submitted in the run (an answer of the
 #: API's idempotency contract, not a failure of the backend)
 REFUSED = "http_409"
-CaseKind = Literal["queue", "http", "celery"]
+CaseKind = Literal["queue", "http", "celery", "overhead"]
 
 
 class Model(BaseModel):

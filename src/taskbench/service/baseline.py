@@ -35,7 +35,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    # the reference API's path too, so that ``taskbench overhead`` sends every server the same request
     @app.post("/api/v1/incr", status_code=202)
+    @app.post("/api/v1/incr/{kind}/{mode}/{backend}", status_code=202)
     async def incr(request: Request) -> dict[str, str]:
         await request.state.redis.incr(key)
         return {"status": "accepted"}

@@ -1,0 +1,203 @@
+"""``taskbench overhead``: per backend, the ceiling, the library's floor and taskbench's API, loaded alike.
+
+For every backend, in one run and with the same core placement, three servers are started one after
+another in the backend's environment and driven with the same load by the project's driver:
+
+- ``ceiling``: a bare FastAPI endpoint doing one ``await redis.incr`` (``service/baseline.py``);
+- ``floor``: a bare FastAPI endpoint handing the io/simple task to the library as its documentation
+  shows (``taskbench.floors.<backend>``): no taskbench code, no metrics, no ledger;
+- ``taskbench``: the reference API (``taskbench serve``) with its defaults.
+
+No worker runs: the three measure the request path only (``background`` runs its task in the API
+process, as its floor does). The order of the three rotates from round to round and each figure is
+the median of its rounds, so a slow stretch of a shared machine does not land on one server only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from taskbench import backends
+from taskbench.driver import LoadSpec, RequestTemplate, run_load
+from taskbench.harness import progress
+from taskbench.harness.config import Placement
+from taskbench.harness.envs import ensure_env, project_root, versions
+from taskbench.harness.keys import delete_run_keys
+from taskbench.harness.machine import result_header
+from taskbench.harness.pinning import pinned
+from taskbench.harness.redis_server import provide_redis
+from taskbench.harness.runner import stamp, write_result
+from taskbench.harness.stack import Stack
+from taskbench.net import free_port, healthy
+from taskbench.results import OVERHEAD_SERVERS, Load, OverheadCase, OverheadRound, Result, Summary
+from taskbench.results.cases import OverheadServer
+
+Say = Callable[[str], None]
+BODY = '{{"value":1,"task_id":"{task_id}","enqueued_at":{enqueued_at}}}'
+_UVICORN = (
+    "import uvicorn; uvicorn.run({app!r}, factory=True, host='127.0.0.1', port={port}, loop='uvloop', "
+    "http='httptools', access_log=False, log_level='warning')"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverheadConfig:
+    backends: list[str]
+    load: LoadSpec
+    rounds: int = 3
+    warmup: int = 500
+    placement: Placement = field(default_factory=lambda: Placement.parse("auto"))
+    redis_url: str | None = None
+    output: Path = Path("results")
+    startup_timeout: float = 60.0
+    stop_timeout: float = 10.0
+    #: extra TASKBENCH_* settings for the reference API (defaults when empty)
+    api_env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.backends:
+            raise ValueError("name at least one backend")
+        if not 1 <= self.rounds <= 20:
+            raise ValueError(f"rounds must be between 1 and 20, got {self.rounds}")
+        if not 0 <= self.warmup <= 100_000:
+            raise ValueError(f"warmup must be between 0 and 100000, got {self.warmup}")
+
+    def to_dict(self) -> dict[str, object]:
+        load = {k: v for k, v in vars(self.load).items() if v is not None}
+        return {"backends": self.backends, "load": load, "rounds": self.rounds, "warmup": self.warmup,
+                "placement": self.placement.to_dict(), "api_env": self.api_env}
+
+
+def server_argv(server: str, backend: str, python: Path, port: int) -> list[str]:
+    """How each of the three servers is started, in the backend's environment."""
+    if server == "taskbench":
+        return [str(python), "-m", "taskbench", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    app = "taskbench.service.baseline:create_app" if server == "ceiling" else f"taskbench.floors.{backend}:create_app"
+    return [str(python), "-c", _UVICORN.format(app=app, port=port)]
+
+
+def order(round_: int) -> list[OverheadServer]:
+    """The servers' order in a round: rotated by one each round."""
+    shift = round_ % len(OVERHEAD_SERVERS)
+    return [*OVERHEAD_SERVERS[shift:], *OVERHEAD_SERVERS[:shift]]
+
+
+def run_overhead(config: OverheadConfig, say: Say = print) -> tuple[Result, Path]:
+    run_id = f"overhead-{stamp()}-{os.getpid()}"
+    out = config.output / run_id
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "result.json"
+    result = Result(kind="overhead", config=config.to_dict(), **result_header(run_id, project_root()))
+    pythons = {name: ensure_env(backends.info(name).extra) for name in config.backends}
+    result.environments = {n: versions(str(p)) for n, p in pythons.items()}
+    with provide_redis(config.redis_url, out, cpus=config.placement.redis, say=say) as (url, info):
+        result.redis = info
+        for index, name in enumerate(config.backends):
+            case = OverheadCase(backend=name, placement=config.placement.to_dict(), logs=str(out / name))
+            try:
+                for round_ in range(config.rounds):
+                    for server in order(round_):
+                        label = f"[{name}] round {round_ + 1}/{config.rounds}: {server}"
+                        with progress.phase(label):
+                            load, argv, cpu = _one(config, name, server, pythons[name], url,
+                                                   f"{run_id}-{index}-{server}-{round_}", out / name)
+                        per_request = 1e6 * cpu / load.completed if load.completed else None
+                        say(f"{label}: {load.rps:.0f} req/s, server CPU {per_request or 0:.0f} µs a request, "
+                            f"errors {sum(load.errors.values())}")
+                        case.rounds.append(OverheadRound(server=server, round=round_, argv=argv, load=load,
+                                                         server_cpu_s=cpu, cpu_us_per_request=per_request))
+            except Exception as exc:  # one backend that cannot start costs its row, not the run
+                case.failures.append(f"{type(exc).__name__}: {exc}")
+            summarize(case)
+            result.cases.append(case)
+            write_result(path, result)
+    result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    write_result(path, result)
+    return result, path
+
+
+def summarize(case: OverheadCase) -> None:
+    """Medians per server, the ratios, the row's figures and its status."""
+    by_server: dict[str, list[OverheadRound]] = {}
+    for r in case.rounds:
+        by_server.setdefault(r.server, []).append(r)
+    case.rps = {s: statistics.median(r.load.rps for r in rs) for s, rs in by_server.items()}
+    case.cpu_us_per_request = {s: statistics.median(r.cpu_us_per_request for r in rs if r.cpu_us_per_request)
+                               for s, rs in by_server.items() if any(r.cpu_us_per_request for r in rs)}
+    floor_cpu, ours_cpu = case.cpu_us_per_request.get("floor"), case.cpu_us_per_request.get("taskbench")
+    case.cpu_ratio = floor_cpu / ours_cpu if floor_cpu and ours_cpu else None
+    floor, ours, ceiling = (case.rps.get(s) for s in ("floor", "taskbench", "ceiling"))
+    case.ratio = ours / floor if floor and ours is not None else None
+    case.floor_vs_ceiling = floor / ceiling if ceiling and floor is not None else None
+    errors = sum(sum(r.load.errors.values()) for r in case.rounds)
+    mine = by_server.get("taskbench", [])
+    if mine:
+        median = sorted(mine, key=lambda r: r.load.rps)[len(mine) // 2].load
+        lat = median.latency_ms
+        case.summary = Summary(requests=median.requests, rps=median.rps, p50_ms=lat.p50, p95_ms=lat.p95,
+                               p99_ms=lat.p99, driver_cpu_pct=100 * median.max_utilization,
+                               driver_saturated=any(r.load.saturated for r in case.rounds))
+    if errors:
+        case.failures.append(f"{errors} requests failed (non-2xx, timeout or connection error)")
+    complete = all(s in case.rps for s in OVERHEAD_SERVERS)
+    case.status = "ok" if complete and not case.failures else "failed"
+
+
+def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_url: str, run_id: str,
+         logs: Path) -> tuple[Load, list[str], float]:
+    port = free_port()
+    argv = server_argv(server, backend, python, port)
+    env = {**os.environ, "TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": redis_url,
+           "TASKBENCH_RUN_ID": run_id, "TASKBENCH_METRICS_DIR": str(logs / "metrics" / run_id),
+           "PYTHONUNBUFFERED": "1"}
+    if server == "taskbench":
+        env.update(config.api_env)
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{run_id}.log"
+    try:
+        with Stack(env, name=run_id, stop_timeout=config.stop_timeout) as stack:
+            proc = stack.start(server, argv, log, role="api", cpus=config.placement.api)
+            stack.wait_ready(lambda: healthy(port), timeout=config.startup_timeout,
+                             what=f"the {server} server of {backend} to answer /health (log: {log})")
+            template = RequestTemplate(host="127.0.0.1", port=port, path=f"/api/v1/incr/io/simple/{backend}",
+                                       body=BODY)
+            with pinned(config.placement.driver):
+                if config.warmup:
+                    run_load(template, LoadSpec(users=min(10, config.load.users), requests=config.warmup,
+                                                id_prefix="w"))
+                cpu_before = _cpu_seconds(proc.pid)
+                load = run_load(template, config.load).to_model()
+                cpu = _cpu_seconds(proc.pid) - cpu_before
+    finally:
+        _clean(redis_url, run_id, backend)
+    return load, argv, cpu
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time of a server and its children: on a shared machine, CPU per request moves less than req/s."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _clean(url: str, run_id: str, backend: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        delete_run_keys(client, run_id, backends.info(backend))
+    finally:
+        client.close()
