@@ -192,6 +192,9 @@ SCHEMA: Final[tuple[Param, ...]] = (
           help="asyncio.sleep of each middleware (work = sleep)", kinds=_H),
     Param(name="thread_limit", type=int, bounds=(1, 10_000), help="AnyIO thread limiter tokens (FastAPI default 40)",
           kinds=_H),
+    Param(name="thread_limit_via", type=str, default="limiter", choices=("limiter", "runvar"),
+          help="how thread_limit is set: current_default_thread_limiter().total_tokens, or seed 004's "
+               "RunVar('_default_thread_limiter').set(CapacityLimiter(n))", kinds=_H),
     Param(name="server", type=str, default="uvicorn", choices=("uvicorn", "hypercorn", "granian"),
           help="ASGI server", kinds=_H),
     Param(name="server_workers", type=int, default=1, bounds=(1, 64), help="server worker processes", kinds=_H),
@@ -200,6 +203,9 @@ SCHEMA: Final[tuple[Param, ...]] = (
     # -- every scenario kind --
     Param(name="label", type=str, help=_LABEL, kinds=KINDS),
     Param(name="repeat", type=int, default=1, bounds=(1, 20), help=_REPEAT, kinds=KINDS),
+    # -- `run --scenario` only: a [profile.NAME] table of the file overrides every case --
+    Param(name="profile", type=str, help="with --scenario: apply the file's [profile.NAME], e.g. article",
+          cli=True, attr=""),
 )
 
 

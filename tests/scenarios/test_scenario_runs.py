@@ -207,6 +207,11 @@ def test_cli_lists_and_rejects(tmp_path: Path, cli: Cli) -> None:
                  "celery-pools"):
         assert name in out.stdout
     assert "BROKEN" not in out.stdout
+    assert "uvicorn, limit 200 via RunVar (the article's line)" in out.stdout  # the cases, numbered
+    assert "profiles (--profile): article" in out.stdout
+    out = cli("run", "--scenario", "backends", "--profile", "huge")
+    assert_one_line_error(out, "no profile 'huge'; defined: article")
+    assert_one_line_error(cli("run", "--profile", "article"), "--profile applies to a scenario")
     out = cli("scenarios", "--parameters")
     assert out.exit_code == 0, out.exception
     for kind in ("queue", "http", "celery"):

@@ -165,3 +165,71 @@ def test_label_templates_take_the_case_values(tmp_path: Path) -> None:
         "arq at 0.2 CPU / 200 MB, 5 s", "saq at 0.2 CPU / 200 MB, 5 s", "celery alone"]
     assert scenario.cases[1].article == {"rps": 162}
     assert scenario.cases[0].limits["api"] == Limit(cpu=0.2, memory_mb=200)
+
+
+PROFILED = HEAD + """\
+    [defaults]
+    backend = "arq"
+    duration = 3.0
+    requests = 1000
+
+    [matrix]
+    workload = ["io/simple", "cpu/simple"]
+
+    [profile.article]
+    requests = 50000
+    duration = 1800.0
+
+    [[profile.article.for]]
+    match = { workload = "cpu/simple" }
+    requests = 100
+    """
+
+
+def test_a_profile_overrides_every_case_and_its_for_entries_the_matched_ones(tmp_path: Path) -> None:
+    path = _write(tmp_path, PROFILED)
+    plain = load(path)
+    assert plain.profiles == ("article",) and plain.profile is None
+    assert [c.params["requests"] for c in plain.cases] == [1000, 1000]
+    scaled = load(path, "article")
+    assert scaled.profile == "article" and scaled.to_dict()["profile"] == "article"
+    assert {c.params["workload"]: (c.params["requests"], c.params["duration"]) for c in scaled.cases} == {
+        "io/simple": (50000, 1800.0), "cpu/simple": (100, 1800.0)}
+    assert [c.label for c in scaled.cases] == [c.label for c in plain.cases]
+
+
+def test_an_unknown_profile_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"no profile 'huge'; defined: article"):
+        load(_write(tmp_path, PROFILED), "huge")
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [
+    ("[profile.article]\nusers = 0\n", "users must be between"),
+    ("[profile.article]\nlabel = 'x'\n", "not their labels"),
+    ("[profile.article]\nnope = 1\n", "unknown parameter 'nope'"),
+    ("[[profile.article.for]]\nrequests = 5\n", "needs a match"),
+])
+def test_profile_mistakes_name_the_line(tmp_path: Path, extra: str, fragment: str) -> None:
+    body = HEAD + '[defaults]\nbackend = "arq"\nworkload = "io/simple"\nduration = 1.0\n' + extra
+    path = tmp_path / "s.toml"
+    path.write_text(body)
+    with pytest.raises(ScenarioError, match=fragment) as info:
+        load(path)
+    assert f"{path}:" in str(info.value)
+
+
+def test_the_shipped_article_profiles() -> None:
+    backends = resolve("backends", "article")
+    assert all(c.params["requests"] == 50000 for c in backends.cases)
+    impact = {c.params["workload"]: c.params["requests"] for c in resolve("background-impact", "article").cases}
+    assert impact == {"io/simple": 50000, "io/sync": 50000, "io/thread": 50000, "cpu/simple": 100,
+                      "cpu/process": 1000}
+    styles = resolve("endpoint-styles", "article")
+    assert {(c.params["ramp"], c.params["server_workers"]) for c in styles.cases} == {(10.0, 8)}
+
+
+def test_the_thread_limit_can_be_set_the_seed_s_way() -> None:
+    cases = resolve("servers-and-threads").cases
+    via = {c.label: c.params.get("thread_limit_via") for c in cases if c.params.get("thread_limit")}
+    assert via["uvicorn, limit 200 via RunVar (the article's line)"] == "runvar"
+    assert via["uvicorn, limit 200 via current_default_thread_limiter()"] is None

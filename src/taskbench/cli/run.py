@@ -53,14 +53,17 @@ def run(
     scenario: Annotated[str | None, typer.Option(
         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
     cases: Annotated[str | None, typer.Option(help="with --scenario: only these case numbers, e.g. 0,3")] = None,
+    profile: Annotated[str | None, params.option("profile")] = params.default("profile"),
 ) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
     from rich.console import Console
     from rich.markup import escape
 
     if scenario is not None:
-        run_scenario(scenario, cases, output, redis_url)
+        run_scenario(scenario, cases, output, redis_url, profile)
         return
+    if profile is not None:
+        fail("--profile applies to a scenario: give --scenario NAME as well")
 
     from taskbench.harness.config import Placement, RunConfig, load_spec
     from taskbench.harness.faults import Fault
@@ -88,7 +91,8 @@ def run(
     _finish(runner, console, render, output)
 
 
-def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None) -> None:
+def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None,
+                 profile: str | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
@@ -98,7 +102,7 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
 
     console = Console(stderr=True)
     try:
-        found = resolve(name)
+        found = resolve(name, profile)
         selected = None
         if cases:
             try:
@@ -110,7 +114,8 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
     except (ScenarioError, ValueError) as exc:
         fail(str(exc))
 
-    console.print(f"[dim]scenario {found.name}: {len(runner.cases)} case(s) from {found.path}[/]")
+    scale = f", profile {found.profile}" if found.profile else ""
+    console.print(f"[dim]scenario {found.name}: {len(runner.cases)} case(s) from {found.path}{scale}[/]")
     _finish(runner, console, render, output)
 
 

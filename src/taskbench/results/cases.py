@@ -200,6 +200,8 @@ class ScenarioInfo(Model):
     seed: str | None = None
     article: dict[str, Any] = {}
     varying: list[str] = []
+    #: the file's [profile.NAME] the run applied (``run --profile``); None: the file's own scale
+    profile: str | None = None
 
 
 class Result(Model):

@@ -16,18 +16,18 @@ def shipped() -> list[Path]:
     return sorted(FILES.glob("*.toml"))
 
 
-def resolve(name_or_path: str) -> Scenario:
-    """A shipped scenario by name, or a file by path."""
+def resolve(name_or_path: str, profile: str | None = None) -> Scenario:
+    """A shipped scenario by name, or a file by path; ``profile``: apply its ``[profile.NAME]``."""
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or "/" in name_or_path:
         if not candidate.is_file():
             raise ScenarioError(f"{candidate}: no such scenario file")
-        return load(candidate)
+        return load(candidate, profile)
     path = FILES / f"{name_or_path}.toml"
     if not path.is_file():
         names = ", ".join(p.stem for p in shipped())
         raise ScenarioError(f"unknown scenario {name_or_path!r}; shipped: {names} (or give a path to a .toml file)")
-    return load(path)
+    return load(path, profile)
 
 
 __all__ = ["FILES", "Scenario", "ScenarioError", "load", "resolve", "shipped"]

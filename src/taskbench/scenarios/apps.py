@@ -19,7 +19,9 @@ Middleware (seed 002): ``TASKBENCH_APP_MIDDLEWARE`` = none | base | asgi, ``..._
 doing ``..._MIDDLEWARE_WORK`` = pass | write (1000 lines to a file, blocking) | sleep (``await
 asyncio.sleep(..._MIDDLEWARE_SLEEP)``). ``TASKBENCH_APP_THREAD_LIMIT`` sets the AnyIO default thread
 limiter (FastAPI's ``def`` endpoints run there; 40 tokens unless changed) the current way, through
-``anyio.to_thread.current_default_thread_limiter()``, which also works under trio.
+``anyio.to_thread.current_default_thread_limiter()``, which also works under trio; with
+``..._THREAD_LIMIT_VIA=runvar`` it runs seed 004's own line instead,
+``RunVar("_default_thread_limiter").set(CapacityLimiter(n))``.
 """
 
 from __future__ import annotations
@@ -50,10 +52,13 @@ class Config:
         self.work = get("MIDDLEWARE_WORK", "pass")
         self.sleep = float(get("MIDDLEWARE_SLEEP", "0.01"))
         self.thread_limit = int(get("THREAD_LIMIT", "0"))
+        self.thread_limit_via = get("THREAD_LIMIT_VIA", "limiter")
         self.stats_dir = Path(get("STATS_DIR", "")) if get("STATS_DIR", "") else None
         self.write_path = (self.stats_dir or Path("/tmp")) / "middleware.log"  # noqa: S108
         if self.middleware not in ("none", "base", "asgi"):
             raise ValueError(f"TASKBENCH_APP_MIDDLEWARE must be none, base or asgi, not {self.middleware!r}")
+        if self.thread_limit_via not in ("limiter", "runvar"):
+            raise ValueError(f"TASKBENCH_APP_THREAD_LIMIT_VIA must be limiter or runvar, not {self.thread_limit_via!r}")
         if self.work not in ("pass", "write", "sleep"):
             raise ValueError(f"TASKBENCH_APP_MIDDLEWARE_WORK must be pass, write or sleep, not {self.work!r}")
 
@@ -120,7 +125,14 @@ def create_app(env: dict[str, str] | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if config.thread_limit:
+        if config.thread_limit and config.thread_limit_via == "runvar":
+            # seed 004's way, verbatim: a new RunVar of that name. AnyIO 4 keys run variables by the
+            # RunVar object, not by its name, so this does not reach the limiter AnyIO uses (measured).
+            from anyio import CapacityLimiter
+            from anyio.lowlevel import RunVar
+
+            RunVar[CapacityLimiter]("_default_thread_limiter").set(CapacityLimiter(config.thread_limit))
+        elif config.thread_limit:
             import anyio.to_thread
 
             anyio.to_thread.current_default_thread_limiter().total_tokens = config.thread_limit

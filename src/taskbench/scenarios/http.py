@@ -71,6 +71,7 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
         "TASKBENCH_APP_MIDDLEWARE_WORK": params.get("middleware_work", "pass"),
         "TASKBENCH_APP_MIDDLEWARE_SLEEP": str(params.get("middleware_sleep", 0.01)),
         "TASKBENCH_APP_THREAD_LIMIT": str(params.get("thread_limit", 0)),
+        "TASKBENCH_APP_THREAD_LIMIT_VIA": params.get("thread_limit_via", "limiter"),
         "TASKBENCH_APP_STATS_DIR": str(stats_dir),
         "PYTHONUNBUFFERED": "1",
     }

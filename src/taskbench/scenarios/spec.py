@@ -30,6 +30,14 @@ A scenario file::
     match = { backend = "arq", limits = "small" }
     rps = 227
 
+    [profile.article]         # `run --profile article`: these values override every case
+    requests = 50000
+    duration = 900.0
+
+    [[profile.article.for]]   # ... and these the cases they match (matched before the override)
+    match = { workload = "cpu/simple" }
+    requests = 100
+
 The parameters a case takes depend on ``kind`` (see :data:`PARAMETERS`).
 """
 
@@ -58,7 +66,7 @@ PARAMETERS: dict[str, dict[str, schema.Param]] = {kind: schema.for_kind(kind) fo
 # the keys that say how a case is loaded, not what it is: left out of the labels made of varying keys
 _LOAD_KEYS = frozenset(p.name for p in schema.SCHEMA if p.kinds == ("queue", "http") and p.name != "limits") \
     | {"drain_timeout", "label", "repeat"}
-TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits"}
+TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits", "profile"}
 
 
 class ScenarioError(ValueError):
@@ -95,12 +103,14 @@ class Scenario:
     cases: list[Case] = field(default_factory=list)
     limit_sets: dict[str, dict[str, Limit]] = field(default_factory=dict)
     varying: tuple[str, ...] = ()
+    profiles: tuple[str, ...] = ()  # the file's [profile.NAME] tables
+    profile: str | None = None  # the one applied to the cases
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "kind": self.kind,
                 "file": str(self.path), "seed": self.seed,
                 "article": {k: v for k, v in self.article.items() if k != "rows"},
-                "varying": list(self.varying)}
+                "varying": list(self.varying), "profile": self.profile}
 
 
 class _Lines:
@@ -134,8 +144,10 @@ class _Lines:
         return None
 
 
-def load(path: Path) -> Scenario:
-    """Parse and validate a scenario file; raise :class:`ScenarioError` naming file and line."""
+def load(path: Path, profile: str | None = None) -> Scenario:
+    """Parse and validate a scenario file; raise :class:`ScenarioError` naming file and line.
+
+    ``profile`` names a ``[profile.NAME]`` table of the file whose values override every case."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -148,12 +160,12 @@ def load(path: Path) -> Scenario:
         where = f"{path}:{found.group(1)}" if found else str(path)
         reason = re.sub(r" \(at line.*", "", msg)
         raise ScenarioError(f"{where}: not valid TOML: {reason}") from None
-    return _Builder(path, text, data).build()
+    return _Builder(path, text, data, profile).build()
 
 
 class _Builder:
-    def __init__(self, path: Path, text: str, data: dict[str, Any]) -> None:
-        self.path, self.data, self.lines = path, data, _Lines(text)
+    def __init__(self, path: Path, text: str, data: dict[str, Any], profile: str | None = None) -> None:
+        self.path, self.data, self.lines, self.profile = path, data, _Lines(text), profile
 
     def fail(self, message: str, table: str = "", key: str = "", nth: int = 0) -> ScenarioError:
         line = self.lines.find(table, key, nth)
@@ -191,12 +203,18 @@ class _Builder:
                 raise self.fail("each [[case]] must be a table", "case", "", nth)
             for key, value in entry.items():
                 self._check(kind, key, value, limit_sets, "case", key, nth)
+        profiles = self._profiles(kind, limit_sets)
+        if self.profile and self.profile not in profiles:
+            raise ScenarioError(f"{self.path}: no profile {self.profile!r}; defined: "
+                                f"{', '.join(profiles) or 'none'}")
         raw: list[dict[str, Any]] = []
         keys = list(matrix)
         if keys or not extra:
             for combo in itertools.product(*(matrix[k] for k in keys)):
                 raw.append({**defaults, **dict(zip(keys, combo, strict=True))})
         raw.extend({**defaults, **entry} for entry in extra)
+        if self.profile:
+            raw = [_apply(profiles[self.profile], params) for params in raw]
         if not raw:
             raise self.fail("the scenario has no case")
         if len(raw) > 500:
@@ -220,7 +238,32 @@ class _Builder:
         seed = data.get("seed")
         return Scenario(name=data["name"], description=data["description"], kind=kind, path=self.path,
                         seed=str(seed) if seed is not None else None, article=article, cases=cases,
-                        limit_sets=limit_sets, varying=varying)
+                        limit_sets=limit_sets, varying=varying, profiles=tuple(profiles), profile=self.profile)
+
+    def _profiles(self, kind: str, limit_sets: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """``[profile.NAME]`` tables: parameters that override every case when the profile is chosen,
+        and ``[[profile.NAME.for]]`` entries (``match`` + parameters) for the cases they match."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, values in self._table("profile").items():
+            table = f"profile.{name}"
+            if not isinstance(values, dict):
+                raise self.fail(f"profile {name!r} must be a table ([profile.{name}])", "profile", name)
+            entries = values.get("for", [])
+            if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+                raise self.fail(f"'for' of profile {name!r} must be an array of tables", table, "for")
+            for nth, entry in enumerate(entries):
+                if not isinstance(entry.get("match"), dict):
+                    raise self.fail("each [[profile.NAME.for]] needs a match = { ... } table", f"{table}.for", "", nth)
+            items = [(k, v, table, 0) for k, v in values.items() if k != "for"]
+            for nth, entry in enumerate(entries):
+                pairs = [*((k, v) for k, v in entry.items() if k != "match"), *entry["match"].items()]
+                items += [(k, v, f"{table}.for", nth) for k, v in pairs]
+            for key, value, where, nth in items:
+                if key == "label":
+                    raise self.fail("a profile changes the scale of the cases, not their labels", where, key, nth)
+                self._check(kind, key, value, limit_sets, where, key, nth)
+            out[name] = values
+        return out
 
     def _label(self, params: dict[str, Any], defaults: dict[str, Any]) -> str:
         """A label template such as ``"{backend} at {limits}"``, filled with the case's values."""
@@ -317,6 +360,15 @@ class _Builder:
             raise self.fail("a case has neither 'requests' nor 'duration': every load must be bounded")
         if params.get("model") == "open" and "rate" not in params:
             raise self.fail("the open model needs 'rate'")
+
+
+def _apply(profile: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A case's parameters with a profile's values, then those of its ``for`` entries that match the case."""
+    out = {**params, **{k: v for k, v in profile.items() if k != "for"}}
+    for entry in profile.get("for", []):
+        if all(params.get(k) == v for k, v in entry["match"].items()):
+            out.update({k: v for k, v in entry.items() if k != "match"})
+    return out
 
 
 def _num(value: Any) -> float | None:
