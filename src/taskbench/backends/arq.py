@@ -45,7 +45,7 @@ def _job_id(settings: Settings, task_id: str) -> str:
 
 async def _open_pool(settings: Settings) -> ArqRedis:
     return await create_pool(
-        RedisSettings.from_dsn(settings.redis_url),
+        RedisSettings.from_dsn(settings.broker_address),
         job_serializer=_serialize,
         job_deserializer=_deserialize,
         default_queue_name=queue_name(settings),
@@ -88,7 +88,7 @@ class ArqBackend:
         worker = Worker(
             functions=[_execute_function()],
             queue_name=queue_name(settings),
-            redis_settings=RedisSettings.from_dsn(settings.redis_url),
+            redis_settings=RedisSettings.from_dsn(settings.broker_address),
             on_startup=on_startup,
             max_jobs=settings.concurrency,
             job_timeout=settings.task_timeout,

@@ -3,7 +3,8 @@
 ``kill-worker@T`` SIGKILLs the first worker's process group T seconds into the load (an OOM kill,
 a node lost) and starts a new worker at once, as a supervisor with ``restart: always`` would.
 ``kill-api@T`` does the same to the API: on the same port, so the load generator's users reconnect
-to it. The audit then says what the kill cost (lost and duplicated tasks), and the ledger's times say
+to it. ``restart-broker@T`` and ``restart-broker-term@T`` restart the embedded broker Redis
+(:mod:`.broker_restart`). The audit then says what the kill cost (lost and duplicated tasks), and the ledger's times say
 how long the run took to recover.
 """
 
@@ -15,13 +16,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+from taskbench.harness import broker_restart
 from taskbench.harness.processes import Managed, ProcessSet
+from taskbench.harness.redis_server import EmbeddedRedis
 from taskbench.results import FaultRecord
 from taskbench.wait import WaitTimeoutError, wait_until
 
 KINDS = {
     "kill-worker": "SIGKILL the first worker's process group, then start a new worker",
     "kill-api": "SIGKILL the API's process group, then start a new API on the same port",
+    **broker_restart.KINDS,
 }
 RECOVERED_SHARE = 0.5  # recovered: back to half the rate of the seconds before the fault
 _WINDOW_S = 1.0
@@ -51,6 +55,8 @@ class Fault:
 
     @property
     def target(self) -> str:
+        if self.kind in broker_restart.SIGNALS:
+            return "broker"
         return "api" if self.kind == "kill-api" else "worker-0"
 
     def describe(self) -> str:
@@ -61,8 +67,10 @@ class Injector:
     """Carries out one fault on a thread of its own while the load runs on the main thread."""
 
     def __init__(self, fault: Fault, procs: ProcessSet, *, ready: Callable[[Managed], bool],
-                 restarted: Callable[[Managed], None], ready_timeout: float) -> None:
+                 restarted: Callable[[Managed], None], ready_timeout: float,
+                 broker: EmbeddedRedis | None = None) -> None:
         self.fault = fault
+        self.broker = broker  # the embedded broker server, for restart-broker
         self.procs = procs
         self.ready = ready
         self.restarted = restarted
@@ -96,6 +104,11 @@ class Injector:
             self.record.error = f"{type(exc).__name__}: {exc}"
 
     def _inject(self) -> None:
+        if self.fault.kind in broker_restart.SIGNALS:
+            if self.broker is None:
+                raise RuntimeError(f"{self.fault.kind}: no embedded broker Redis to restart")
+            broker_restart.restart(self.fault.kind, self.broker, self.record, timeout=self.ready_timeout)
+            return
         killed_at = time.time()
         old_pid, code = self.procs.kill(self.fault.target)
         self.record.injected, self.record.at = True, killed_at

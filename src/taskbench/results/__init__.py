@@ -16,6 +16,7 @@ from taskbench.results.cases import (
 from taskbench.results.migrate import RANKED_BY, ResultFormatError, load, parse
 from taskbench.results.model import (
     AuditResult,
+    BrokerRestart,
     Cleanup,
     FaultRecord,
     LimitAsked,
@@ -32,8 +33,8 @@ from taskbench.results.model import (
 )
 
 __all__ = [
-    "RANKED_BY", "SCHEMA_VERSION", "AuditResult", "Case", "CaseBase", "CeleryCase", "Cleanup", "Commit",
-    "FaultRecord", "HttpCase", "LimitAsked", "LimitRecord", "LimitStats", "Load", "Machine", "MetricsCheck",
+    "RANKED_BY", "SCHEMA_VERSION", "AuditResult", "BrokerRestart", "Case", "CaseBase", "CeleryCase", "Cleanup",
+    "Commit", "FaultRecord", "HttpCase", "LimitAsked", "LimitRecord", "LimitStats", "Load", "Machine", "MetricsCheck",
     "Percentiles", "QueueCase", "RepeatRun", "Result", "ResultFormatError", "ScenarioInfo", "SeriesPoint",
     "Spread", "Status", "Summary", "load", "parse", "passed",
 ]

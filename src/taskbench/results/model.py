@@ -183,6 +183,22 @@ class LimitAsked(Model):
     memory_mb: int | None = None
 
 
+class BrokerRestart(Model):
+    """``restart-broker``: the broker server stopped and started again on the same port and data."""
+
+    signal: str  # SIGKILL (a crash) or SIGTERM (a clean stop)
+    port: int
+    fsync: str  # the broker's AOF policy: always | everysec | no | none
+    old_pid: int
+    new_pid: int | None = None
+    exit_code: int | None = None
+    down_at: float | None = None  # wall clock: the old server was gone (its pid reaped, its port refused)
+    up_at: float | None = None  # wall clock: the new server answered PING
+    down_s: float | None = None
+    #: what was observed that proves it: the old pid gone, the port refusing, a new pid answering
+    proof: list[str] = []
+
+
 class FaultRecord(Model):
     """An injected fault and what it cost (times in seconds after the fault)."""
 
@@ -199,6 +215,7 @@ class FaultRecord(Model):
     #: None while injected means "never" (the rate did not come back)
     accepting_again_s: float | None = None
     executing_again_s: float | None = None
+    broker_restart: BrokerRestart | None = None  # restart-broker only
 
 
 class MetricsCheck(Model):

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 
-from taskbench import backends
+from taskbench import backends, durability
 from taskbench.backends.base import ServiceContext
+from taskbench.durability import Durability
 from taskbench.metrics import EnqueueMetrics, enqueue_metrics
+from taskbench.service.broker import BrokerProbe
 from taskbench.workloads import Workloads
 
 if TYPE_CHECKING:
@@ -26,6 +28,14 @@ class Store:
     producer: Producer
     workloads: Workloads
     enqueue_metrics: EnqueueMetrics
+    broker: BrokerProbe
+    #: the answer's ``durable``: the backend, the enqueue mode and the broker's configuration
+    durability: Durability
+
+    @property
+    def backend_has_broker(self) -> bool:
+        """False for the in-process backend: its tasks never touch a broker."""
+        return backends.info(self.settings.backend).has_worker
 
 
 @asynccontextmanager
@@ -33,9 +43,28 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
     backend = backends.load(settings.backend)
     async with Workloads(settings) as workloads:
         ctx = ServiceContext(settings=settings, workloads=workloads)
-        async with backend.producer(ctx) as producer:
+        async with backend.producer(ctx) as producer, _broker_redis(settings, workloads) as redis:
+            probe = BrokerProbe(settings=settings, redis=redis, producer=producer)
+            found = durability.of_case(backends.info(settings.backend).durable, settings.enqueue_mode,
+                                       await probe.durability())
             yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads,
-                        enqueue_metrics=enqueue_metrics(settings.backend))
+                        enqueue_metrics=enqueue_metrics(settings.backend), broker=probe, durability=found)
+
+
+@asynccontextmanager
+async def _broker_redis(settings: Settings, workloads: Workloads) -> AsyncIterator[Any]:
+    """A client of the broker's Redis for /health and its configuration: the ledger's client when
+    they share a server (or the broker is not Redis)."""
+    if settings.broker != "redis" or settings.broker_address == settings.redis_url:
+        yield workloads.redis
+        return
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(settings.broker_address, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        yield client
+    finally:
+        await client.aclose()
 
 
 async def get_store(request: Request) -> Store:
