@@ -21,6 +21,7 @@ import msgpack
 from arq import Worker, create_pool
 from arq.connections import ArqRedis, RedisSettings
 
+from taskbench.backends._redis import reconnecting
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
@@ -54,23 +55,10 @@ async def _open_pool(settings: Settings) -> ArqRedis:
 
 
 def _worker_redis(settings: Settings) -> RedisSettings:
-    """The worker's connection, retrying a lost one with backoff for up to ~30 s.
-
-    Without ``retry`` arq's worker exits on the first ConnectionError of its poll loop (a broker
-    restart kills every worker, found by ``--fault restart-broker``); ``retry`` and ``retry_on_error``
-    are RedisSettings' own fields, handed to redis-py. The API keeps the default: a failed enqueue is
-    a 503 with an unknown outcome, never a silent second attempt.
-    """
-    from redis.asyncio.retry import Retry
-    from redis.backoff import ExponentialBackoff
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
-
-    return dataclasses.replace(
-        RedisSettings.from_dsn(settings.broker_address),
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), 30),
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
-    )
+    """The worker's connection, retrying a lost one with backoff (arq's RedisSettings hands ``retry``
+    and ``retry_on_error`` to redis-py): without them arq's worker exits on the first ConnectionError
+    of its poll loop, so a broker restart stops every worker."""
+    return dataclasses.replace(RedisSettings.from_dsn(settings.broker_address), **reconnecting())
 
 
 class _Producer:

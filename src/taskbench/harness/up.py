@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from taskbench import backends
+from taskbench import backends, params
 from taskbench.harness import HarnessError
 from taskbench.harness.envs import ensure_env
 from taskbench.harness.keys import delete_run_keys
@@ -49,6 +49,7 @@ class UpConfig:
         if self.host not in LOOPBACK and self.auth is None:
             raise ValueError(f"--host {self.host} exposes dashboards that can retry and abort tasks: "
                              "give --auth USER:PASSWORD")
+        params.get("redis_fsync").check(self.redis_fsync)
         if self.auth is not None and ":" not in self.auth:
             raise ValueError("--auth must be USER:PASSWORD")
 
