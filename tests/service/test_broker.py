@@ -27,20 +27,23 @@ def ledger(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     server.stop()
 
 
-@pytest.mark.parametrize(("fsync", "durable", "words"), [("always", True, "fsync always"),
-                                                          ("everysec", False, "~1 s"), ("none", False, "no AOF")])
+@pytest.mark.parametrize(("backend", "fsync", "durable", "words"), [
+    ("arq", "always", True, "fsync always"), ("arq", "everysec", False, "~1 s"), ("arq", "none", False, "no AOF"),
+    ("faststream", "always", True, "fsync always"),  # its producer's own check: FastStream's broker.ping
+])
 def test_durable_follows_the_broker_config_and_health_names_a_gone_broker(
-        tmp_path: Path, ledger: EmbeddedRedis, run_id: str, fsync: str, durable: bool, words: str) -> None:
+        tmp_path: Path, ledger: EmbeddedRedis, run_id: str, backend: str, fsync: str, durable: bool,
+        words: str) -> None:
     broker = EmbeddedRedis(tmp_path / "broker" / "redis.log", name="redis-broker", fsync=fsync)
     broker.start(dict(os.environ))
-    env = {"TASKBENCH_BACKEND": "arq", "TASKBENCH_REDIS_URL": ledger.url, "TASKBENCH_BROKER_URL": broker.url,
+    env = {"TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": ledger.url, "TASKBENCH_BROKER_URL": broker.url,
            "TASKBENCH_RUN_ID": run_id, "TASKBENCH_ENQUEUE_TIMEOUT": "1.0"}
     try:
-        with served(tmp_path, env, python=str(ensure_env(backends.info("arq").extra, quiet=True))) as port:
+        with served(tmp_path, env, python=str(ensure_env(backends.info(backend).extra, quiet=True))) as port:
             status, body = request(port, "GET", "/health")
             assert status == 200 and body["durable"] is durable and words in body["durability"], body
             assert body["broker"] == f"Redis at 127.0.0.1:{broker.port}"
-            status, answer = request(port, "POST", "/api/v1/incr/io/simple/arq", '{"task_id": "t-1"}')
+            status, answer = request(port, "POST", f"/api/v1/incr/io/simple/{backend}", '{"task_id": "t-1"}')
             assert status == 202 and answer["durable"] is durable, answer
             broker.stop()
             status, body = request(port, "GET", "/health")
