@@ -216,13 +216,14 @@ class RunRedis:
 @contextlib.contextmanager
 def provide_redis(
     url: str | None, log_dir: Path, *, cpus: list[int] | None = None, fsync: str | None = None,
-    broker_url: str | None = None, say: Callable[[str], None] = lambda _: None,
+    broker_url: str | None = None, redis_broker: bool = True, say: Callable[[str], None] = lambda _: None,
 ) -> Iterator[RunRedis]:
     """The named Redis (checked), or two private embedded ones (ledger, broker) for the block.
 
     ``fsync`` is the broker server's AOF policy (None/``none``: no persistence); the ledger server
     never persists (it is never restarted). ``broker_url`` is a user's Redis broker (else the ledger's
-    server, or the embedded broker).
+    server, or the embedded broker). ``redis_broker`` False (tasks travel through RabbitMQ or NATS):
+    no embedded broker Redis is started.
     """
     # lazy: harness.config brings pydantic-settings and the driver, which the worker command
     # (it imports this module for check_reachable) does not need
@@ -244,7 +245,7 @@ def provide_redis(
         broker: EmbeddedRedis | None = None
         if broker_url:
             check_reachable(broker_url)
-        else:
+        elif redis_broker:
             broker = EmbeddedRedis(log_dir / "redis-broker.log", cpus, name="redis-broker", fsync=fsync)
             broker.start(dict(os.environ))
         persistence = f"AOF fsync {broker.fsync}" if broker and broker.fsync else "no persistence"
@@ -254,9 +255,9 @@ def provide_redis(
         if broker is not None:
             info.update(broker_port=broker.port, broker_fsync=broker.fsync or "none")
         else:
-            info["broker_url"] = redact(broker_url or "")
+            info["broker_url"] = redact(broker_url or "") or "not Redis"
         try:
-            yield RunRedis(ledger.url, broker.url if broker else (broker_url or ""), info, broker)
+            yield RunRedis(ledger.url, broker.url if broker else (broker_url or ledger.url), info, broker)
         finally:
             if broker is not None:
                 broker.stop()

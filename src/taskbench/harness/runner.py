@@ -70,6 +70,7 @@ class Runner:
         result.environments = {n: versions(str(p)) for n, p in pythons.items()}
         with provide_redis(cfg.redis_url, self.out_dir, cpus=cfg.placement.redis, fsync=cfg.redis_fsync,
                            broker_url=cfg.broker_url if cfg.broker == "redis" else None,
+                           redis_broker=cfg.broker == "redis",
                            say=self.say) as redis:
             result.redis = redis.info
             problem = broker_restart.problem(cfg.fault.kind, cfg.broker, redis.broker) if cfg.fault else None
