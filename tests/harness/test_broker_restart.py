@@ -67,6 +67,21 @@ def test_restart_kills_the_server_and_starts_it_on_the_same_port_with_its_data(
     assert not new.is_running()
 
 
+def test_without_persistence_a_restart_empties_the_broker(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path / "redis.log", fsync="none")
+    server.start(dict(os.environ))
+    try:
+        client = redis.Redis.from_url(server.url)
+        client.rpush("queued", *range(10))
+        client.close()
+        broker_restart.restart("restart-broker", server, FaultRecord(fault="restart-broker@1"))
+        client = redis.Redis.from_url(server.url)
+        assert client.llen("queued") == 0  # what --redis-fsync none promises: nothing
+        client.close()
+    finally:
+        server.stop()
+
+
 def test_restart_is_refused_where_the_harness_does_not_own_the_broker(tmp_path: Path) -> None:
     assert Fault.parse("restart-broker@2").target == "broker"
     assert "only the embedded broker Redis" in (broker_restart.problem("restart-broker", "rabbitmq", None) or "")
