@@ -74,13 +74,14 @@ def restart(kind: str, server: EmbeddedRedis, record: FaultRecord, *, timeout: f
     info.proof.append(f"pid {new_pid} answered PING on 127.0.0.1:{server.port} after {info.down_s:.2f} s")
 
 
-def kept_across(record: FaultRecord, times: Mapping[str, tuple[float, ...]]) -> FaultRecord:
-    """The record with what the broker held across its restart, from the ledger's
-    (enqueued, started, finished) times; warm-up ids are the caller's to leave out."""
+def sent_before(record: FaultRecord, times: Mapping[str, tuple[float, ...]]) -> FaultRecord:
+    """The record with the executed tasks sent before the broker went down, and those of them that
+    started after it came back, from the ledger's (enqueued, started, finished) times (the enqueue
+    time is the driver's send time); warm-up ids are the caller's to leave out."""
     info = record.broker_restart
     if info is None or info.down_at is None or info.up_at is None:
         return record
     before = [row for row in times.values() if row[0] < info.down_at]
     kept = sum(1 for row in before if row[1] >= info.up_at)
-    update = info.model_copy(update={"enqueued_before": len(before), "kept_across": kept})
+    update = info.model_copy(update={"sent_before": len(before), "sent_before_ran_after": kept})
     return record.model_copy(update={"broker_restart": update})

@@ -196,7 +196,7 @@ class Runner:
                     if case.fault is not None:
                         case.fault = summarize(case.fault, rows.times)
                         load_times = {k: v for k, v in rows.times.items() if not k.startswith(WARMUP_PREFIX)}
-                        case.fault = broker_restart.kept_across(case.fault, load_times)
+                        case.fault = broker_restart.sent_before(case.fault, load_times)
                     case.metrics, metric_failures = check_metrics(client, settings, port, sum(rows.counts.values()),
                                                                   case.fault)
                     failures += metric_failures

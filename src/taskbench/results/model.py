@@ -197,11 +197,11 @@ class BrokerRestart(Model):
     down_s: float | None = None
     #: what was observed that proves it: the old pid gone, the port refusing, a new pid answering
     proof: list[str] = []
-    #: from the ledger: tasks enqueued before the broker went down that started after it came back,
-    #: i.e. held by the broker across the restart (0 with a backlog means the restart hit none)
-    kept_across: int | None = None
-    #: tasks enqueued (2xx) before the broker went down: 0 means the load had not begun yet
-    enqueued_before: int | None = None
+    #: from the ledger: executed tasks the driver sent before the broker went down (0: the load had not
+    #: begun), and those of them that started after it was back (held across the restart, or still in
+    #: flight to the API when it went down: the send time is the driver's)
+    sent_before: int | None = None
+    sent_before_ran_after: int | None = None
 
 
 class FaultRecord(Model):
