@@ -49,6 +49,18 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield candidate
 
 
+@pytest.fixture(scope="session")
+def broker_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private broker Redis apart from the ledger's, as a run has: password, AOF fsync always."""
+    server = EmbeddedRedis(tmp_path_factory.mktemp("broker-redis") / "redis.log", name="redis-broker",
+                           fsync="always")
+    server.start(dict(os.environ))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def run_id() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from taskbench.durability import FSYNC_POLICIES
+
 KINDS: Final = ("queue", "http", "celery")
 COMPONENTS: Final = ("api", "worker")
 _Q, _H, _C = ("queue",), ("http",), ("celery",)
@@ -148,8 +150,12 @@ SCHEMA: Final[tuple[Param, ...]] = (
           help="when the API enqueues", cli=True, kinds=_Q, env="ENQUEUE_MODE"),
     Param(name="broker", type=str, default="redis", choices=("redis", "rabbitmq", "nats"),
           help="broker, where the backend supports it", cli=True, kinds=_Q, env="BROKER"),
-    Param(name="broker_url", type=str, help="RabbitMQ/NATS URL (default: local server)", cli=True,
-          env="BROKER_URL"),
+    Param(name="broker_url", type=str,
+          help="the broker's URL (RabbitMQ/NATS default: local server; Redis default: an embedded broker "
+               "beside the ledger's, or --redis-url)", cli=True, env="BROKER_URL"),
+    Param(name="redis_fsync", type=str, default="always", choices=FSYNC_POLICIES,
+          help="the embedded broker Redis's AOF fsync policy (none: no persistence); only always keeps every "
+               "acknowledged task across a broker restart", cli=True, kinds=_Q),
     Param(name="io_delay", type=float, default=0.0, bounds=(0.0, 60.0), help="simulated I/O seconds per task",
           cli=True, kinds=_Q, env="IO_DELAY"),
     Param(name="cpu_iterations", type=int, default=200_000, bounds=(0, 100_000_000),

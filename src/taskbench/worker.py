@@ -46,12 +46,24 @@ async def metrics_server(settings: Settings, workloads: Workloads, component: st
 async def _watch_depth(backend: Backend, settings: Settings, workloads: Workloads) -> None:
     if not isinstance(backend, CountsQueue):
         return  # the library offers no cheap way to count waiting tasks
-    while True:
-        try:
-            workloads.metrics.set_depth(await backend.queue_depth(settings, workloads.redis))
-        except Exception as exc:  # a broker hiccup must not stop the worker
-            log.debug("queue depth unavailable: %r", exc)
-        await asyncio.sleep(DEPTH_INTERVAL)
+    # the queue is on the broker's Redis: the ledger's client when they share a server
+    own = settings.broker == "redis" and settings.broker_address != settings.redis_url
+    if own:
+        import redis.asyncio as aioredis
+
+        broker = aioredis.Redis.from_url(settings.broker_address)
+    else:
+        broker = workloads.redis
+    try:
+        while True:
+            try:
+                workloads.metrics.set_depth(await backend.queue_depth(settings, broker))
+            except Exception as exc:  # a broker hiccup must not stop the worker
+                log.debug("queue depth unavailable: %r", exc)
+            await asyncio.sleep(DEPTH_INTERVAL)
+    finally:
+        if own:
+            await broker.aclose()
 
 
 async def run(settings: Settings) -> None:

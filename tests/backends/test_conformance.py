@@ -39,6 +39,7 @@ import redis
 from taskbench import backends
 from taskbench.harness import HarnessError
 from taskbench.harness.envs import ensure_env
+from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import Managed
 from taskbench.harness.redis_server import check_broker
 from taskbench.harness.scrape import scrape
@@ -183,9 +184,11 @@ def _env(settings: dict[str, object]) -> dict[str, str]:
 
 
 @contextmanager
-def open_stack(case: Case, python: str, redis_url: str, tmp: Path, **settings: object) -> Iterator[Stack]:
+def open_stack(case: Case, python: str, redis_url: str, tmp: Path, *, broker_redis_url: str | None = None,
+               **settings: object) -> Iterator[Stack]:
     """An API of ``case`` with these TASKBENCH_* settings; afterwards every process stops and the
-    run's keys, queues and streams are deleted."""
+    run's keys, queues and streams are deleted. On Redis the tasks travel through ``broker_redis_url``
+    (another server than the ledger's, as in a run)."""
     run_id = f"test-{uuid.uuid4().hex[:12]}"
     env = {
         "TASKBENCH_BACKEND": case.backend,
@@ -194,10 +197,12 @@ def open_stack(case: Case, python: str, redis_url: str, tmp: Path, **settings: o
         "TASKBENCH_BROKER": case.broker,
         "TASKBENCH_CPU_ITERATIONS": "10000",
         **({"TASKBENCH_BROKER_URL": case.broker_url} if case.broker_url else {}),
+        **({"TASKBENCH_BROKER_URL": broker_redis_url} if case.broker == "redis" and broker_redis_url else {}),
         **_env(settings),
     }
     tmp.mkdir(parents=True, exist_ok=True)
     client = redis.Redis.from_url(redis_url)
+    broker = redis.Redis.from_url(broker_redis_url) if case.broker == "redis" and broker_redis_url else None
     try:
         with served(tmp, env, python=python) as port:
             st = Stack(case, python, env, tmp, port)
@@ -211,12 +216,10 @@ def open_stack(case: Case, python: str, redis_url: str, tmp: Path, **settings: o
         if case.broker != "redis":
             subprocess.run([python, "-m", "taskbench", "purge"], env={**os.environ, **env},
                            check=True, timeout=60, capture_output=True)
-        keys = list(client.scan_iter(match=f"taskbench:{run_id}:*"))
-        for pattern in case.meta.owned_key_patterns(run_id):
-            keys += list(client.scan_iter(match=pattern))
-        if keys:
-            client.unlink(*keys)
+        delete_run_keys(client, run_id, case.meta, broker)
         client.close()
+        if broker is not None:
+            broker.close()
 
 
 # -- fixtures: one case at a time (pytest groups the tests by the module-scoped parameter) ----------
@@ -241,10 +244,11 @@ def python(case: Case) -> str:
 
 
 @contextmanager
-def open_stacks(case: Case, python: str, redis_url: str, tmp: Path,
-                specs: dict[str, dict[str, object]]) -> Iterator[dict[str, Stack]]:
+def open_stacks(case: Case, python: str, redis_url: str, tmp: Path, specs: dict[str, dict[str, object]],
+                broker_redis_url: str | None = None) -> Iterator[dict[str, Stack]]:
     """Several stacks of one case (name -> settings), started side by side and stopped side by side."""
-    managers = {name: open_stack(case, python, redis_url, tmp / name, **settings)
+    managers = {name: open_stack(case, python, redis_url, tmp / name, broker_redis_url=broker_redis_url,
+                                 **settings)
                 for name, settings in specs.items()}
     opened: dict[str, Stack] = {}
     failures: list[BaseException] = []
@@ -269,7 +273,7 @@ def open_stacks(case: Case, python: str, redis_url: str, tmp: Path,
 
 
 @pytest.fixture(scope="module")
-def stacks(case: Case, python: str, redis_url: str,
+def stacks(case: Case, python: str, redis_url: str, broker_redis_url: str,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack]]:
     """The case's APIs: ``default`` settings, shared by the tests that need nothing else, and
     ``faults`` for the SIGTERM and SIGKILL tests (a slow task, a process pool of two)."""
@@ -277,7 +281,8 @@ def stacks(case: Case, python: str, redis_url: str,
     if case.meta.has_worker:
         specs["faults"] = {"io_delay": SLOW_TASK, "task_timeout": SLOW_TASK_TIMEOUT,
                            "shutdown_timeout": 5, "processes": 2}
-    with open_stacks(case, python, redis_url, tmp_path_factory.mktemp(case.id), specs) as opened:
+    with open_stacks(case, python, redis_url, tmp_path_factory.mktemp(case.id), specs,
+                     broker_redis_url) as opened:
         yield opened
 
 

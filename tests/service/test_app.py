@@ -73,7 +73,8 @@ def _wait_executed(client: redis.Redis, prefix: str, n: int) -> dict[str, int]:
 def test_health(api: int, run_id: str) -> None:
     status, body = request(api, "GET", "/health")
     assert status == 200
-    assert body == {"status": "ok", "backend": "background", "run_id": run_id, "redis": "ok"}
+    assert body == {"status": "ok", "backend": "background", "run_id": run_id, "redis": "ok", "broker": "none",
+                    "durable": False, "durability": "no queue: tasks live in the API process"}
 
 
 @pytest.mark.parametrize("workload", ["io/simple", "io/sync", "io/thread", "cpu/simple", "cpu/process"])

@@ -16,6 +16,7 @@ Wiring, following arq's documentation:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +26,7 @@ import msgpack
 from arq import Worker, create_pool
 from arq.connections import ArqRedis, RedisSettings
 
+from taskbench.backends._redis import reconnecting
 from taskbench.backends.base import DuplicateTask, ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
@@ -52,11 +54,18 @@ def _job_id(settings: Settings, task_id: str) -> str:
 
 async def _open_pool(settings: Settings) -> ArqRedis:
     return await create_pool(
-        RedisSettings.from_dsn(settings.redis_url),
+        RedisSettings.from_dsn(settings.broker_address),
         job_serializer=_serialize,
         job_deserializer=_deserialize,
         default_queue_name=queue_name(settings),
     )
+
+
+def _worker_redis(settings: Settings) -> RedisSettings:
+    """The worker's connection, retrying a lost one with backoff (arq's RedisSettings hands ``retry``
+    and ``retry_on_error`` to redis-py): without them arq's worker exits on the first ConnectionError
+    of its poll loop, so a broker restart stops every worker."""
+    return dataclasses.replace(RedisSettings.from_dsn(settings.broker_address), **reconnecting())
 
 
 class _Producer:
@@ -96,7 +105,7 @@ class ArqBackend:
         worker = Worker(
             functions=[_execute_function()],
             queue_name=queue_name(settings),
-            redis_settings=RedisSettings.from_dsn(settings.redis_url),
+            redis_settings=_worker_redis(settings),
             on_startup=on_startup,
             max_jobs=settings.concurrency,
             job_timeout=settings.task_timeout,

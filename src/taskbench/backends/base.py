@@ -82,7 +82,19 @@ class CountsQueue(Protocol):
     """Optional: a backend that can count its waiting tasks cheaply feeds ``taskbench_queue_depth``."""
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
-        """Tasks in the broker not yet finished; ``redis`` is the worker's client of the run's Redis."""
+        """Tasks in the broker not yet finished; ``redis`` is a client of the broker's Redis (the ledger's
+        server too, unless the run parts them)."""
+
+
+@runtime_checkable
+class ChecksBroker(Protocol):
+    """Optional, on a producer: check the broker over the producer's own connection (for ``/health``).
+
+    Without it the API PINGs a Redis broker or opens a TCP connection to a RabbitMQ/NATS one.
+    """
+
+    async def check_broker(self) -> None:
+        """Return once the broker answered; raise otherwise (the caller bounds the wait)."""
 
 
 @runtime_checkable

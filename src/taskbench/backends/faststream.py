@@ -163,6 +163,11 @@ class _Producer:
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
         await self._broker.publish(task.to_dict(), correlation_id=task.task_id, **self._target)
 
+    async def check_broker(self) -> None:
+        """``/health``: FastStream's own ``ping`` over the producer's connection (Redis, RabbitMQ, NATS)."""
+        if not await self._broker.ping(timeout=0.9):
+            raise ConnectionError("FastStream's broker.ping got no answer")
+
 
 class FaststreamBackend:
     @asynccontextmanager

@@ -38,6 +38,7 @@ from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
 
 from taskbench.backends._auth import serve_asgi
+from taskbench.backends._redis import reconnecting
 from taskbench.backends.base import DuplicateTask, ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 
@@ -73,10 +74,11 @@ def sweep_interval(settings: Settings) -> int:
     return min(60, max(1, int(settings.task_timeout // 4)))
 
 
-def _client(settings: Settings, connections: int) -> aioredis.Redis:
-    # A blocking pool: under a burst a call waits for a connection instead of failing.
+def _client(settings: Settings, connections: int, *, worker: bool = False) -> aioredis.Redis:
+    # A blocking pool: under a burst a call waits for a connection instead of failing. A worker's
+    # connections retry a lost broker (a restart) instead of failing the job it is processing.
     pool = aioredis.BlockingConnectionPool.from_url(
-        settings.broker_address, max_connections=connections, timeout=30
+        settings.broker_address, max_connections=connections, timeout=30, **(reconnecting() if worker else {})
     )
     return aioredis.Redis(connection_pool=pool)
 
@@ -225,9 +227,9 @@ class _Producer:
             raise DuplicateTask(task.task_id)
 
 
-def _queue(settings: Settings, connections: int, max_ops: int = 20) -> _Queue:
+def _queue(settings: Settings, connections: int, max_ops: int = 20, *, worker: bool = False) -> _Queue:
     return _Queue(
-        _client(settings, connections),
+        _client(settings, connections, worker=worker),
         name=queue_name(settings),
         dump=json.dumps,
         load=json.loads,
@@ -250,7 +252,7 @@ class SaqBackend:
     async def run_worker(self, ctx: WorkerContext) -> None:
         settings = ctx.settings
         # each slot holds a connection while it blocks in BLMOVE, plus room for job updates
-        queue = _queue(settings, settings.concurrency + settings.redis_max_connections)
+        queue = _queue(settings, settings.concurrency + settings.redis_max_connections, worker=True)
         execute = ctx.execute
 
         async def run(_: dict[str, Any], *, payload: dict[str, Any]) -> None:

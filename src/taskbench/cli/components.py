@@ -50,6 +50,8 @@ def serve(
 
     try:
         check_reachable(found.redis_url)
+        if found.broker == "redis" and found.broker_address != found.redis_url:
+            check_reachable(found.broker_address)  # the broker Redis, when it is another server
         check_port_free(host, port)
     except HarnessError as exc:
         fail(str(exc))
@@ -93,6 +95,8 @@ def worker(
 
     try:
         check_reachable(found.redis_url)
+        if found.broker == "redis" and found.broker_address != found.redis_url:
+            check_reachable(found.broker_address)  # the broker Redis, when it is another server
     except HarnessError as exc:
         fail(str(exc))
     main(found)

@@ -38,6 +38,7 @@ def run(
     redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
     broker: Annotated[str, params.option("broker")] = params.default("broker"),
     broker_url: Annotated[str | None, params.option("broker_url")] = params.default("broker_url"),
+    redis_fsync: Annotated[str, params.option("redis_fsync")] = params.default("redis_fsync"),
     output: Annotated[Path, typer.Option(help="folder for results and logs")] = Path("results"),
     keep: Annotated[bool, typer.Option(help="keep the run's Redis keys")] = False,
     warmup: Annotated[int, params.option("warmup")] = params.default("warmup"),
@@ -78,7 +79,7 @@ def run(
             backends=tuple(backend_names(backends)), workload=workload, load=load, workers=workers,
             concurrency=concurrency, enqueue_mode=enqueue_mode,  # type: ignore[arg-type]
             io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
-            broker=broker, broker_url=broker_url,  # type: ignore[arg-type]
+            broker=broker, broker_url=broker_url, redis_fsync=redis_fsync,  # type: ignore[arg-type]
             output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout,
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
             idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,

@@ -19,6 +19,7 @@ def up(
     workers: Annotated[int, params.option("workers")] = params.default("workers"),
     concurrency: Annotated[int, params.option("concurrency")] = params.default("concurrency"),
     redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    redis_fsync: Annotated[str, params.option("redis_fsync")] = params.default("redis_fsync"),
     host: Annotated[str, typer.Option(help="bind address of the APIs and dashboards")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65000, help="first port; the others follow")] = 8000,
     prometheus: Annotated[bool | None, typer.Option(help="start Prometheus (default: if installed)")] = None,
@@ -38,8 +39,8 @@ def up(
     names = backend_names(backends)
     try:
         config = UpConfig(backends=tuple(names), workers=workers, concurrency=concurrency, redis_url=redis_url,
-                          host=host, port=port, prometheus=prometheus, prometheus_port=prometheus_port,
-                          auth=auth, output=output)
+                          redis_fsync=redis_fsync, host=host, port=port, prometheus=prometheus,
+                          prometheus_port=prometheus_port, auth=auth, output=output)
     except ValueError as exc:
         fail(str(exc))
 

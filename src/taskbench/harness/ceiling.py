@@ -21,7 +21,8 @@ def measure_ceiling(config: RunConfig) -> Load:
     run_id = f"ceiling-{uuid.uuid4().hex[:8]}"
     out = Path(config.output) / run_id
     out.mkdir(parents=True, exist_ok=True)
-    with provide_redis(config.redis_url, out, cpus=config.placement.redis) as (url, _):
+    with provide_redis(config.redis_url, out, cpus=config.placement.redis) as servers:
+        url = servers.url
         try:
             return _drive(config, url, run_id, out)
         finally:

@@ -74,6 +74,7 @@ class RunConfig:
     redis_url: str | None = None
     broker: Broker = "redis"
     broker_url: str | None = None
+    redis_fsync: str = "always"  # the embedded broker Redis's AOF policy; "none": no persistence
     output: Path = Path("results")
     keep: bool = False
     warmup: int = 200

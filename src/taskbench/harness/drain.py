@@ -15,7 +15,7 @@ from taskbench.harness import HarnessError, progress
 from taskbench.harness.envs import ensure_env, versions
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import Managed
-from taskbench.harness.redis_server import provide_redis
+from taskbench.harness.redis_server import RunRedis, provide_redis
 from taskbench.harness.stack import Stack
 
 
@@ -28,7 +28,8 @@ def run_drain(
     out = output / f"drain-{uuid.uuid4().hex[:8]}"
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    with provide_redis(redis_url, out, say=say) as (url, _):
+    with provide_redis(redis_url, out, say=say) as redis:
+        url = redis.url
         for name in names:
             meta = backends.info(name)
             if not meta.has_worker:
@@ -39,6 +40,7 @@ def run_drain(
             for round_, ledger in cases:
                 run_id = f"drain-{uuid.uuid4().hex[:10]}"
                 env = {**os.environ, "TASKBENCH_BACKEND": name, "TASKBENCH_REDIS_URL": url,
+                       "TASKBENCH_BROKER_URL": redis.broker_url,
                        "TASKBENCH_RUN_ID": run_id, "TASKBENCH_LEDGER": str(ledger).lower(),
                        "TASKBENCH_CONCURRENCY": str(concurrency), "PYTHONUNBUFFERED": "1"}
                 say(f"[{name}] {tasks} {workload} tasks, ledger {'on' if ledger else 'off'}")
@@ -51,7 +53,7 @@ def run_drain(
                     stack.wait_ready(partial(_exited, case), timeout=1200, interval=0.2,
                                      what=f"the drain of {name} to finish (log: {log})")
                     code = case.exit_code()
-                _cleanup(url, run_id, meta)
+                _cleanup(redis, run_id, meta)
                 lines = log.read_text(errors="replace").strip().splitlines()
                 if code != 0 or not lines or not lines[-1].startswith("{"):
                     raise HarnessError(f"drain of {name} failed (exit {code}): " + "\n".join(lines[-10:]))
@@ -84,11 +86,14 @@ def _exited(proc: Managed) -> bool:
     return not proc.alive()
 
 
-def _cleanup(url: str, run_id: str, meta: backends.BackendInfo) -> None:
+def _cleanup(servers: RunRedis, run_id: str, meta: backends.BackendInfo) -> None:
     import redis
 
-    client = redis.Redis.from_url(url)
+    client = redis.Redis.from_url(servers.url)
+    broker = None if servers.shared else redis.Redis.from_url(servers.broker_url)
     try:
-        delete_run_keys(client, run_id, meta)
+        delete_run_keys(client, run_id, meta, broker)
     finally:
         client.close()
+        if broker is not None:
+            broker.close()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from taskbench.harness.processes import Managed, ProcessSet
-from taskbench.harness.redis_server import describe
+from taskbench.harness.redis_server import EmbeddedRedis, describe
 from taskbench.results import FaultRecord
 from taskbench.wait import WaitTimeoutError, wait_until
 
@@ -39,6 +39,8 @@ class Broker:
     kind: str  # redis | rabbitmq | nats
     url: str
     proc: Managed | None = None
+    #: the embedded broker Redis the harness started (``restart-broker`` restarts it)
+    server: EmbeddedRedis | None = None
 
     def describe(self) -> str:
         return f"{self.kind} at {describe(self.url) if self.kind == 'redis' else self.url}"

@@ -13,6 +13,8 @@ A fault is ``--fault KIND@T`` (T seconds into the load), ``KIND@T+D`` (lasting D
   tasks are redelivered while the first copy is still alive.
 - ``stall-broker@T+D``: the broker answers nothing for D seconds (``CLIENT PAUSE <ms> ALL`` on Redis;
   SIGSTOP of a RabbitMQ/NATS server the harness started itself; refused on anyone else's server).
+- ``restart-broker@T`` / ``restart-broker-term@T``: SIGKILL / SIGTERM the embedded broker Redis and
+  start it again on the same port, password and data (:mod:`.broker_restart`).
 
 A new kind is one entry in :data:`KINDS`: its help, its target, whether it takes ``+D`` or ``/P``,
 the action, and optionally a check of the broker made before any case starts. The audit then says
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from taskbench.harness import broker_restart
 from taskbench.harness.fault_actions import (
     Broker,
     FaultContext,
@@ -62,6 +65,8 @@ KINDS: dict[str, FaultKind] = {
     "stall-broker": FaultKind("the broker answers nothing for D s (Redis: CLIENT PAUSE ALL; a RabbitMQ/NATS "
                               "server the harness started: SIGSTOP)", "broker", stall_broker, duration=True,
                               check=stall_problem),
+    **{kind: FaultKind(text, "broker", broker_restart.action(kind), check=broker_restart.check(kind))
+       for kind, text in broker_restart.KINDS.items()},
 }
 
 

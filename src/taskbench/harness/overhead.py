@@ -95,8 +95,11 @@ def run_overhead(config: OverheadConfig, say: Say = print) -> tuple[Result, Path
     result = Result(kind="overhead", config=config.to_dict(), **result_header(run_id, project_root()))
     pythons = {name: ensure_env(backends.info(name).extra) for name in config.backends}
     result.environments = {n: versions(str(p)) for n, p in pythons.items()}
-    with provide_redis(config.redis_url, out, cpus=config.placement.redis, say=say) as (url, info):
-        result.redis = info
+    # one server is broker and ledger for all three APIs alike (no second, persistent broker Redis)
+    with provide_redis(config.redis_url, out, cpus=config.placement.redis, redis_broker=False,
+                       say=say) as servers:
+        url = servers.url
+        result.redis = servers.info
         for index, name in enumerate(config.backends):
             case = OverheadCase(backend=name, placement=config.placement.to_dict(), logs=str(out / name))
             try:

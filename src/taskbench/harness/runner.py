@@ -12,7 +12,7 @@ from typing import Any
 
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
-from taskbench.harness import HarnessError, progress
+from taskbench.harness import HarnessError, broker_restart, progress
 from taskbench.harness.config import RunConfig
 from taskbench.harness.envs import ensure_env, project_root, versions
 from taskbench.harness.faults import Broker, Injector
@@ -30,7 +30,7 @@ from taskbench.harness.phases import (
 from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import Managed
 from taskbench.harness.recovery import broken_promises, promise_of, summarize
-from taskbench.harness.redis_server import check_broker, provide_redis
+from taskbench.harness.redis_server import RunRedis, case_durability, check_broker, provide_redis
 from taskbench.harness.stack import Stack
 from taskbench.harness.stalls import Patient, redis_client, server_of
 from taskbench.ledger import Ledger, audit
@@ -69,27 +69,30 @@ class Runner:
         result = Result(kind="run", config=cfg.to_dict(), **result_header(self.run_id, self.root))
         pythons = {name: self.environment(name) for name in cfg.backends}
         result.environments = {n: versions(str(p)) for n, p in pythons.items()}
-        with provide_redis(cfg.redis_url, self.out_dir, cpus=cfg.placement.redis,
-                           say=self.say) as (redis_url, redis_info):
-            result.redis = redis_info
+        with provide_redis(cfg.redis_url, self.out_dir, cpus=cfg.placement.redis, fsync=cfg.redis_fsync,
+                           broker_url=cfg.broker_url if cfg.broker == "redis" else None,
+                           redis_broker=cfg.broker == "redis",
+                           say=self.say) as redis:
+            result.redis = redis.info
             if cfg.broker != "redis":
                 broker_url = Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
                 check_broker(cfg.broker, broker_url)
-            problem = cfg.fault.problem(self.broker_of(redis_url)) if cfg.fault else None
+            problem = cfg.fault.problem(self.broker_of(redis)) if cfg.fault else None
             if problem:  # before any case starts
                 raise HarnessError(problem)
             for index, name in enumerate(cfg.backends):
-                result.cases.append(self.run_case(index, name, pythons[name], redis_url))
+                result.cases.append(self.run_case(index, name, pythons[name], redis))
                 write_result(self.result_path(), result)
         result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         write_result(self.result_path(), result)
         return result
 
-    def broker_of(self, redis_url: str) -> Broker:
-        """The broker the case's tasks travel through (a fault may stall it)."""
+    def broker_of(self, redis: RunRedis) -> Broker:
+        """The broker the case's tasks travel through (a fault may stall or restart it)."""
         cfg = self.config
-        return Broker(cfg.broker, Settings(broker=cfg.broker, broker_url=cfg.broker_url,
-                                           redis_url=redis_url).broker_address)
+        if cfg.broker == "redis":
+            return Broker("redis", redis.broker_url, server=redis.broker)
+        return Broker(cfg.broker, Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address)
 
     def result_path(self) -> Path:
         return self.out_dir / "result.json"
@@ -99,10 +102,13 @@ class Runner:
 
     # -- one case -------------------------------------------------------------------------
 
-    def _settings_env(self, name: str, run_id: str, redis_url: str) -> dict[str, str]:
-        return settings_env(self.config, backend=name, run_id=run_id, redis_url=redis_url)
+    def _settings_env(self, name: str, run_id: str, redis: RunRedis) -> dict[str, str]:
+        given: dict[str, str] = {"backend": name, "run_id": run_id, "redis_url": redis.url}
+        if self.config.broker == "redis":  # the Redis backends' broker: its own server unless shared
+            given["broker_url"] = redis.broker_url
+        return settings_env(self.config, **given)
 
-    def run_case(self, index: int, name: str, python: Path, redis_url: str) -> QueueCase:
+    def run_case(self, index: int, name: str, python: Path, redis: RunRedis) -> QueueCase:
         """One backend under ``self.config``, in a fresh set of processes (a scenario swaps the config).
 
         Every poll of Redis (readiness, warm-up, drain, the audit's read) waits for a Redis that stalls
@@ -112,16 +118,19 @@ class Runner:
         backend = backends.info(name)
         run_id = f"{self.run_id}-{index}-{name}"
         logs = self.out_dir / "logs" / f"{index}-{name}"
-        env_vars = self._settings_env(name, run_id, redis_url)
+        env_vars = self._settings_env(name, run_id, redis)
         env_vars["TASKBENCH_METRICS_DIR"] = str(logs / "metrics")
+        redis_url = redis.url
         settings = Settings(backend=name, redis_url=redis_url, run_id=run_id)
         ledger = Ledger(settings.prefix)
         client = redis_client(redis_url)
+        broker_client = None if redis.shared or cfg.broker != "redis" else redis_client(redis.broker_url)
+        durability = case_durability(backend, cfg.enqueue_mode, cfg.broker, broker_client or client)
         port = cfg.api_port or free_port()
         check_port_free("127.0.0.1", port)
         workers = cfg.workers if backend.has_worker else 0
         case = QueueCase(backend=name, broker=cfg.broker, workload=cfg.workload, enqueue_mode=cfg.enqueue_mode,
-                         durable=backend.durable and cfg.enqueue_mode == "awaited", has_worker=backend.has_worker,
+                         durable=durability.durable, durability=durability.text, has_worker=backend.has_worker,
                          workers=workers, concurrency=cfg.concurrency, run_id=run_id,
                          placement=cfg.placement.to_dict(), logs=str(logs))
 
@@ -158,7 +167,7 @@ class Runner:
                     warm_accepted = warm_up(template, cfg.load, cfg.warmup, procs=stack.procs, client=client,
                                             ledger=ledger, timeout=cfg.drain_timeout, logs=logs.parent, say=say)
                 say(f"load: {describe_load(cfg.load)}")
-                injector, fault_limits = self._injector(stack, client, settings, port, case, redis_url)
+                injector, fault_limits = self._injector(stack, client, settings, port, case, redis)
                 if injector is None and cfg.fault is not None:
                     case.fault = FaultRecord(fault=cfg.fault.describe(), target=cfg.fault.target,
                                              note=f"{name} has no worker process to {cfg.fault.kind.split('-')[0]}")
@@ -204,6 +213,8 @@ class Runner:
                     if case.fault is not None:
                         case.fault = summarize(case.fault, rows.times, case.load, promise,
                                                ignore_prefix=WARMUP_PREFIX)
+                        load_times = {k: v for k, v in rows.times.items() if not k.startswith(WARMUP_PREFIX)}
+                        case.fault = broker_restart.sent_before(case.fault, load_times)
                     case.metrics, metric_failures = check_metrics(client, settings, port, sum(rows.counts.values()),
                                                                   case.fault)
                     failures += metric_failures
@@ -212,8 +223,10 @@ class Runner:
         finally:
             case.exit_codes = dict(stack.exit_codes)
             case.cleanup = clean_up(client, settings, backend, keep=cfg.keep, purge_on_broker=cfg.broker != "redis",
-                                    python=python, env=env_vars, logs=logs, say=say)
+                                    python=python, env=env_vars, logs=logs, say=say, broker=broker_client)
             client.close()
+            if broker_client is not None:
+                broker_client.close()
         for proc_name, code in case.exit_codes.items():
             if code not in (0, -15):
                 failures.append(f"{proc_name} exited with code {code} at stop")
@@ -230,13 +243,13 @@ class Runner:
         return case
 
     def _injector(self, stack: Stack, client: Any, settings: Settings, port: int, case: QueueCase,
-                  redis_url: str) -> tuple[Injector | None, dict[str, LimitRecord]]:
+                  redis: RunRedis) -> tuple[Injector | None, dict[str, LimitRecord]]:
         """The fault of the config, armed on this case's processes (None when there is nothing to inject)."""
         fault = self.config.fault
         restarted_limits: dict[str, LimitRecord] = {}
         if fault is None or (fault.target.startswith("worker") and not case.has_worker):
             return None, restarted_limits
-        broker = self.broker_of(redis_url)
+        broker = self.broker_of(redis)
         problem = fault.problem(broker)
         if problem:
             raise HarnessError(problem)

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from taskbench import backends
+from taskbench import backends, params
 from taskbench.harness import HarnessError
 from taskbench.harness.envs import ensure_env
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import Managed
 from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
-from taskbench.harness.redis_server import provide_redis
+from taskbench.harness.redis_server import RunRedis, provide_redis
 from taskbench.harness.scrape import scrape
 from taskbench.harness.stack import Stack as Processes
 from taskbench.harness.stalls import Patient, redis_client, redis_errors, server_of
@@ -34,6 +34,7 @@ class UpConfig:
     workers: int = 1
     concurrency: int = 10
     redis_url: str | None = None
+    redis_fsync: str = "always"  # the embedded broker Redis's AOF policy
     host: str = "127.0.0.1"
     port: int = 8000  # the first API; the others follow, then the dashboards
     prometheus: bool | None = None  # None: start one if installed
@@ -48,6 +49,7 @@ class UpConfig:
         if self.host not in LOOPBACK and self.auth is None:
             raise ValueError(f"--host {self.host} exposes dashboards that can retry and abort tasks: "
                              "give --auth USER:PASSWORD")
+        params.get("redis_fsync").check(self.redis_fsync)
         if self.auth is not None and ":" not in self.auth:
             raise ValueError("--auth must be USER:PASSWORD")
 
@@ -79,12 +81,13 @@ class Up:
         cfg = self.config
         pythons = {name: ensure_env(backends.info(name).extra) for name in cfg.backends}
         self.folder.mkdir(parents=True, exist_ok=True)
-        with provide_redis(cfg.redis_url, self.folder, say=self.say) as (redis_url, _), \
+        with provide_redis(cfg.redis_url, self.folder, fsync=cfg.redis_fsync, say=self.say) as redis, \
                 Processes(dict(os.environ), name=self.run_id, stop_timeout=10) as procs:
-            client = redis_client(redis_url, timeout=SOCKET_TIMEOUT)
+            client = redis_client(redis.url, timeout=SOCKET_TIMEOUT)
+            broker = None if redis.shared else redis_client(redis.broker_url, timeout=SOCKET_TIMEOUT)
             server = server_of(client)
             try:
-                stack = self._start(procs, pythons, redis_url, client)
+                stack = self._start(procs, pythons, redis, client)
                 # a Redis that stops answering (paused, restarting) is waited for, never a reason to
                 # stop: the counts come from /metrics with the worker URLs last read from Redis
                 patient = Patient(server, self.say, repeat=True)
@@ -101,13 +104,15 @@ class Up:
                     time.sleep(1.0)
             finally:
                 procs.stop()  # first: a process still running could write keys after the cleanup
-                self._delete_keys(client, server)
+                self._delete_keys(client, server, broker)
                 client.close()
+                if broker is not None:
+                    broker.close()
 
-    def _delete_keys(self, client: Any, server: str) -> None:
+    def _delete_keys(self, client: Any, server: str, broker: Any) -> None:
         for name in self.config.backends:
             try:
-                delete_run_keys(client, f"{self.run_id}-{name}", backends.info(name))
+                delete_run_keys(client, f"{self.run_id}-{name}", backends.info(name), broker)
             except redis_errors() as exc:
                 self.say(f"{server} did not answer ({exc}): the keys of this stack stay "
                          f"(taskbench:{self.run_id}-*)")
@@ -115,7 +120,7 @@ class Up:
 
     # -- pieces ---------------------------------------------------------------------------
 
-    def _start(self, procs: Processes, pythons: dict[str, Path], redis_url: str, client: Any) -> Stack:
+    def _start(self, procs: Processes, pythons: dict[str, Path], redis: RunRedis, client: Any) -> Stack:
         cfg = self.config
         stack = Stack()
         port = cfg.port
@@ -123,7 +128,7 @@ class Up:
         for name in cfg.backends:
             meta = backends.info(name)
             run_id = f"{self.run_id}-{name}"
-            env = settings_env(cfg, backend=name, redis_url=redis_url, run_id=run_id)
+            env = settings_env(cfg, backend=name, redis_url=redis.url, broker_url=redis.broker_url, run_id=run_id)
             env["TASKBENCH_METRICS_DIR"] = str(self.folder / "metrics" / name)
             python = str(pythons[name])
             logs = self.folder / "logs" / name

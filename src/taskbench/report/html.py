@@ -153,8 +153,9 @@ def notes(result: Result) -> list[str]:
             out.append(f'<p class="warn">{esc(case.name)}: the load driver saturated; its RPS is a lower '
                        "bound of the server's</p>")
         if isinstance(case, QueueCase) and not case.durable:
-            out.append(f'<p class="note">{esc(case.name)} (*): no durable queue or after-response enqueue: '
-                       "a 2xx does not prove the task is stored</p>")
+            why = case.durability or "no durable queue or after-response enqueue"
+            out.append(f'<p class="note">{esc(case.name)} (*): not durable: {esc(why)}; '
+                       "a 2xx does not prove the task survives</p>")
     return out
 
 

@@ -44,8 +44,8 @@ def render(result: Result, console: Console | None = None) -> None:
         s = case.summary
         mode = case.enqueue_mode + ("" if case.durable else " *")
         if not case.durable:
-            note = ("* no durable queue: a 2xx does not prove the task is stored"
-                    if not case.has_worker else
+            note = (f"* not durable: {case.durability}" if case.durability else  # files before issue 13: guess
+                    "* no durable queue: a 2xx does not prove the task is stored" if not case.has_worker else
                     "* after-response enqueue: the 2xx is sent before the broker has the task")
             if note not in notes:
                 notes.append(note)

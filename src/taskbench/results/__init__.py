@@ -20,6 +20,7 @@ from taskbench.results.migrate import RANKED_BY, ResultFormatError, load, parse
 from taskbench.results.model import (
     REFUSED,
     AuditResult,
+    BrokerRestart,
     Cleanup,
     FaultRecord,
     FaultSecond,
@@ -38,10 +39,10 @@ from taskbench.results.model import (
 )
 
 __all__ = [
-    "OVERHEAD_SERVERS", "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "Case", "CaseBase",
-    "CeleryCase", "Cleanup", "Commit", "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked", "LimitRecord",
-    "LimitStats", "Load", "Machine", "MetricsCheck", "OverheadCase", "OverheadRound", "Percentiles", "Promise",
-    "QueueCase", "RepeatRun", "Result", "ResultFormatError", "ScenarioInfo", "SeriesPoint", "Spread", "Status",
-    "Summary", "load", "parse",
+    "OVERHEAD_SERVERS", "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "BrokerRestart", "Case",
+    "CaseBase", "CeleryCase", "Cleanup", "Commit", "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked",
+    "LimitRecord", "LimitStats", "Load", "Machine", "MetricsCheck", "OverheadCase", "OverheadRound",
+    "Percentiles", "Promise", "QueueCase", "RepeatRun", "Result", "ResultFormatError", "ScenarioInfo",
+    "SeriesPoint", "Spread", "Status", "Summary", "load", "parse",
     "passed",
 ]

@@ -212,6 +212,27 @@ class Promise(Model):
     text: str = ""
 
 
+class BrokerRestart(Model):
+    """``restart-broker``: the broker server stopped and started again on the same port and data."""
+
+    signal: str  # SIGKILL (a crash) or SIGTERM (a clean stop)
+    port: int
+    fsync: str  # the broker's AOF policy: always | everysec | no | none
+    old_pid: int
+    new_pid: int | None = None
+    exit_code: int | None = None
+    down_at: float | None = None  # wall clock: the old server was gone (its pid reaped, its port refused)
+    up_at: float | None = None  # wall clock: the new server answered PING
+    down_s: float | None = None
+    #: what was observed that proves it: the old pid gone, the port refusing, a new pid answering
+    proof: list[str] = []
+    #: from the ledger: executed tasks the driver sent before the broker went down (0: the load had not
+    #: begun), and those of them that started after it was back (held across the restart, or still in
+    #: flight to the API when it went down: the send time is the driver's)
+    sent_before: int | None = None
+    sent_before_ran_after: int | None = None
+
+
 class FaultRecord(Model):
     """An injected fault and what it cost (times in seconds after the fault).
 
@@ -251,6 +272,7 @@ class FaultRecord(Model):
     recovered: bool | None = None  # None: no pre-fault rate to judge by
     promise: Promise | None = None
     timeline: list[FaultSecond] = []
+    broker_restart: BrokerRestart | None = None  # restart-broker only
 
 
 class MetricsCheck(Model):

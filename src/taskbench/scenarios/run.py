@@ -74,13 +74,15 @@ class ScenarioRunner:
         pythons = {c.params["backend"]: runner.environment(c.params["backend"]) for c, _ in configs}
         result.environments = {n: versions(str(p)) for n, p in pythons.items()}
         placement = configs[0][1].placement
-        with provide_redis(self.redis_url, self.out_dir, cpus=placement.redis, say=self.say) as (url, info):
-            result.redis = info
+        first = configs[0][1]
+        with provide_redis(self.redis_url, self.out_dir, cpus=placement.redis, fsync=first.redis_fsync,
+                           say=self.say) as redis:
+            result.redis = redis.info
             for case, config in configs:
                 self.say(f"case {case.index}: {case.label}")
                 runner.config = config
                 data = self._repeat(case, partial(runner.run_case, case.index, case.params["backend"],
-                                                  pythons[case.params["backend"]], url))
+                                                  pythons[case.params["backend"]], redis))
                 result.cases.append(self._finish(case, data))
                 self._write(result)
 
@@ -105,13 +107,13 @@ class ScenarioRunner:
 
         python = ensure_env("celery")
         result.environments = {"celery": versions(str(python))}
-        with provide_redis(self.redis_url, self.out_dir, say=self.say) as (url, info):
-            result.redis = info
+        with provide_redis(self.redis_url, self.out_dir, say=self.say) as redis:
+            result.redis = redis.info
             for case in self.cases:
                 self.say(f"case {case.index}: {case.label}")
                 with progress.phase(f"case {case.index} of {len(self.cases)}: {case.label}"):
-                    data = self._repeat(case, partial(celery_pools.run_case, case, python, url, self.out_dir,
-                                                      self.run_id, self.say))
+                    data = self._repeat(case, partial(celery_pools.run_case, case, python, redis.broker_url,
+                                                      self.out_dir, self.run_id, self.say))
                 result.cases.append(self._finish(case, data))
                 self._write(result)
 
@@ -179,6 +181,7 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         backends=(p["backend"],), workload=p["workload"], load=load_spec(p), workers=p["workers"],
         concurrency=p["concurrency"], enqueue_mode=p["enqueue_mode"], io_delay=p["io_delay"],
         cpu_iterations=p["cpu_iterations"], redis_url=redis_url, broker=p["broker"], output=output,
+        redis_fsync=p["redis_fsync"],
         warmup=p["warmup"], drain_timeout=p["drain_timeout"], placement=Placement.parse("auto"),
         limits=case.limits, task_timeout=p["task_timeout"], enqueue_timeout=p["enqueue_timeout"],
         idempotency=p["idempotency"], fault=Fault.parse(p["fault"]) if p["fault"] else None,

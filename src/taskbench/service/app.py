@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from taskbench import backends
 from taskbench.backends.base import DuplicateTask
 from taskbench.messages import WORKLOADS, TaskMessage
+from taskbench.service.broker import BrokerDownError
 from taskbench.service.claims import KnownTask, known_task
 from taskbench.service.limits import BodySizeLimit
 from taskbench.service.messages import (
@@ -32,14 +33,15 @@ log = logging.getLogger("taskbench.service")
 router = APIRouter()
 
 
-#: how long /health waits for Redis to answer a PING
+#: how long /health waits for the ledger's Redis and for the broker to answer
 HEALTH_TIMEOUT = 1.0
 
 
 @router.get("/health", responses=HEALTH_RESPONSES)
 async def health(store: StoreDep) -> Health:
-    """200 while the run's Redis (the broker of the Redis backends, the ledger of all) answers a
-    PING within :data:`HEALTH_TIMEOUT`; 503 when it does not."""
+    """200 while the run's Redis (the ledger) and the broker (a Redis PING, the backend's own check,
+    or a TCP connect to RabbitMQ/NATS) answer within :data:`HEALTH_TIMEOUT`; 503 naming the one that
+    did not."""
     try:
         async with asyncio.timeout(HEALTH_TIMEOUT):
             await store.workloads.redis.ping()
@@ -47,7 +49,14 @@ async def health(store: StoreDep) -> Health:
         raise HTTPException(503, f"Redis did not answer a PING within {HEALTH_TIMEOUT:g} s") from None
     except Exception as exc:
         raise HTTPException(503, f"Redis PING failed: {type(exc).__name__}: {exc}") from None
-    return Health(status="ok", backend=store.settings.backend, run_id=store.settings.run_id, redis="ok")
+    if store.backend_has_broker:
+        try:
+            await store.broker.check(HEALTH_TIMEOUT)
+        except BrokerDownError as exc:
+            raise HTTPException(503, f"broker: {exc}") from None
+    return Health(status="ok", backend=store.settings.backend, run_id=store.settings.run_id, redis="ok",
+                  broker=store.broker.name if store.backend_has_broker else "none",
+                  durable=store.durability.durable, durability=store.durability.text)
 
 
 def _unknown(store: Store, task_id: str) -> HTTPException:
@@ -163,7 +172,7 @@ async def incr(
         task_id=task.task_id,
         backend=store.settings.backend,
         mode=mode_name,
-        durable=backends.info(store.settings.backend).durable and mode_name == "awaited",
+        durable=store.durability.durable,
     )
 
 

@@ -82,6 +82,9 @@ class Health(BaseModel):
     backend: str
     run_id: str
     redis: str
+    broker: str = "none"  # the broker checked, e.g. "Redis at 127.0.0.1:6380"; none for background
+    durable: bool = False  # the broker's configuration keeps an acknowledged task across its restart
+    durability: str = ""
 
 
 #: the answers of the task route besides 202, for the OpenAPI schema (schemathesis checks them)

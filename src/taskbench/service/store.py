@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 
-from taskbench import backends
+from taskbench import backends, durability
 from taskbench.backends.base import ServiceContext
+from taskbench.durability import Durability
 from taskbench.metrics import EnqueueMetrics, enqueue_metrics
+from taskbench.service.broker import BrokerProbe
 from taskbench.service.claims import Claims
 from taskbench.workloads import Workloads
 
@@ -27,8 +29,16 @@ class Store:
     producer: Producer
     workloads: Workloads
     enqueue_metrics: EnqueueMetrics
+    broker: BrokerProbe
+    #: the answer's ``durable``: the backend, the enqueue mode and the broker's configuration
+    durability: Durability
     #: the API's claims of task ids; None when idempotency is off or the library remembers ids itself
     claims: Claims | None = None
+
+    @property
+    def backend_has_broker(self) -> bool:
+        """False for the in-process backend: its tasks never touch a broker."""
+        return backends.info(self.settings.backend).has_worker
 
 
 @asynccontextmanager
@@ -36,9 +46,14 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
     backend = backends.load(settings.backend)
     async with Workloads(settings) as workloads:
         ctx = ServiceContext(settings=settings, workloads=workloads)
-        async with backend.producer(ctx) as producer, _claims(settings, workloads) as claims:
+        async with backend.producer(ctx) as producer, _broker_redis(settings, workloads) as redis, \
+                _claims(settings, workloads) as claims:
+            probe = BrokerProbe(settings=settings, redis=redis, producer=producer)
+            found = durability.of_case(backends.info(settings.backend).durable, settings.enqueue_mode,
+                                       await probe.durability())
             yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads,
-                        enqueue_metrics=enqueue_metrics(settings.backend), claims=claims)
+                        enqueue_metrics=enqueue_metrics(settings.backend), broker=probe, durability=found,
+                        claims=claims)
 
 
 @asynccontextmanager
@@ -51,6 +66,22 @@ async def _claims(settings: Settings, workloads: Workloads) -> AsyncIterator[Cla
         return
     async with Claims(workloads.redis, settings) as claims:
         yield claims
+
+
+@asynccontextmanager
+async def _broker_redis(settings: Settings, workloads: Workloads) -> AsyncIterator[Any]:
+    """A client of the broker's Redis for /health and its configuration: the ledger's client when
+    they share a server (or the broker is not Redis)."""
+    if settings.broker != "redis" or settings.broker_address == settings.redis_url:
+        yield workloads.redis
+        return
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(settings.broker_address, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        yield client
+    finally:
+        await client.aclose()
 
 
 async def get_store(request: Request) -> Store:

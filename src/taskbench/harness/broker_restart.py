@@ -1,0 +1,108 @@
+"""``restart-broker@T``: the broker Redis stops mid-load and starts again on the same port and data.
+
+``restart-broker@T`` SIGKILLs the embedded broker redis-server (a crash: only what its AOF holds
+survives, so ``--redis-fsync`` decides what is lost); ``restart-broker-term@T`` sends SIGTERM (a clean
+stop: Redis writes and fsyncs its AOF before it exits). The server starts again at once with the same
+config file, port, password and data folder; the API and the workers reconnect by themselves. The
+ledger is on the other embedded server, so the audit still sees every execution.
+
+Only the broker the harness started can be restarted: a user's Redis (``--redis-url``,
+``--broker-url``) or a RabbitMQ/NATS broker is refused before any case starts.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import psutil
+
+from taskbench.harness.redis_server import EmbeddedRedis
+from taskbench.results import BrokerRestart, FaultRecord
+
+if TYPE_CHECKING:
+    from taskbench.harness.fault_actions import Broker, FaultContext
+
+#: fault kind -> the signal that stops the broker
+SIGNALS = {"restart-broker": signal.SIGKILL, "restart-broker-term": signal.SIGTERM}
+KINDS = {
+    "restart-broker": "SIGKILL the embedded broker Redis, then start it again on the same port and AOF",
+    "restart-broker-term": "SIGTERM the embedded broker Redis (a clean stop), then start it again",
+}
+
+
+def problem(kind: str, broker: str, server: EmbeddedRedis | None) -> str | None:
+    """Why ``kind`` cannot be injected on this run (None: it can)."""
+    if kind not in SIGNALS:
+        return None
+    if broker != "redis":
+        return (f"--fault {kind}: only the embedded broker Redis can be restarted, not {broker} "
+                "(the machine's shared servers are never restarted)")
+    if server is None:
+        return (f"--fault {kind}: needs the embedded broker Redis; a Redis given with --redis-url or "
+                "--broker-url is never restarted")
+    return None
+
+
+def check(kind: str) -> Callable[[Broker | None], str | None]:
+    """The fault registry's check of ``kind``: :func:`problem` on the case's broker."""
+    def problem_of(broker: Broker | None) -> str | None:
+        return problem(kind, broker.kind if broker else "redis", broker.server if broker else None)
+    return problem_of
+
+
+def action(kind: str) -> Callable[[FaultContext], None]:
+    """The fault registry's action of ``kind``: :func:`restart` of the case's embedded broker."""
+    def restart_broker(ctx: FaultContext) -> None:
+        server = ctx.broker.server if ctx.broker else None
+        if server is None:
+            raise RuntimeError(f"{kind}: no embedded broker Redis to restart")
+        restart(kind, server, ctx.record, timeout=ctx.ready_timeout)
+    return restart_broker
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    except OSError:
+        return True
+    return False
+
+
+def restart(kind: str, server: EmbeddedRedis, record: FaultRecord, *, timeout: float = 60.0) -> None:
+    """Stop ``server`` with the kind's signal, prove it is gone, start it again; fill ``record``."""
+    sig = SIGNALS[kind]
+    info = BrokerRestart(signal=sig.name, port=server.port, fsync=server.fsync or "none", old_pid=server.proc.pid)
+    record.broker_restart = info
+    record.at = time.time()
+    record.injected = True
+    old_pid, code = server.kill(sig)
+    info.down_at = time.time()
+    info.exit_code = record.killed_exit_code = code
+    record.killed_pid = old_pid
+    if not psutil.pid_exists(old_pid):
+        info.proof.append(f"pid {old_pid} is gone (exit code {code})")
+    if _refused(server.port):
+        info.proof.append(f"127.0.0.1:{server.port} refused connections")
+    new_pid = server.start_again(timeout=timeout)
+    info.up_at = time.time()
+    info.new_pid = record.restarted_pid = new_pid
+    info.down_s = info.up_at - info.down_at
+    record.ready_after_s = info.up_at - record.at
+    info.proof.append(f"pid {new_pid} answered PING on 127.0.0.1:{server.port} after {info.down_s:.2f} s")
+
+
+def sent_before(record: FaultRecord, times: Mapping[str, tuple[float, ...]]) -> FaultRecord:
+    """The record with the executed tasks sent before the broker went down, and those of them that
+    started after it came back, from the ledger's (enqueued, started, finished) times (the enqueue
+    time is the driver's send time); warm-up ids are the caller's to leave out."""
+    info = record.broker_restart
+    if info is None or info.down_at is None or info.up_at is None:
+        return record
+    before = [row for row in times.values() if row[0] < info.down_at]
+    kept = sum(1 for row in before if row[1] >= info.up_at)
+    update = info.model_copy(update={"sent_before": len(before), "sent_before_ran_after": kept})
+    return record.model_copy(update={"broker_restart": update})

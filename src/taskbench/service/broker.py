@@ -1,0 +1,72 @@
+"""The API's view of its broker: is it answering (``/health``), and does it keep what it acknowledged?"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from taskbench import durability
+from taskbench.backends.base import ChecksBroker
+from taskbench.durability import Durability
+
+if TYPE_CHECKING:
+    from taskbench.settings import Settings
+
+#: (name, default port) of each broker, for the messages of /health
+NAMES = {"redis": ("Redis", 6379), "rabbitmq": ("RabbitMQ", 5672), "nats": ("NATS", 4222)}
+
+
+class BrokerDownError(Exception):
+    """The broker did not answer; the message names it with host and port."""
+
+
+@dataclass
+class BrokerProbe:
+    """How the API checks its broker: the producer's own connection where the backend offers one
+    (:class:`~taskbench.backends.base.ChecksBroker`), a PING on Redis, else a TCP connect."""
+
+    settings: Settings
+    redis: Any  # a client of the broker's Redis (the ledger's client when they share a server)
+    producer: object
+
+    @property
+    def name(self) -> str:
+        kind, port = NAMES[self.settings.broker]
+        parts = urlsplit(self.settings.broker_address)
+        return f"{kind} at {parts.hostname or '127.0.0.1'}:{parts.port or port}"
+
+    async def check(self, timeout: float) -> None:
+        """Return once the broker answered within ``timeout``; else raise :class:`BrokerDownError`."""
+        try:
+            async with asyncio.timeout(timeout):
+                if isinstance(self.producer, ChecksBroker):
+                    await self.producer.check_broker()
+                elif self.settings.broker == "redis":
+                    await self.redis.ping()
+                else:
+                    parts = urlsplit(self.settings.broker_address)
+                    _, writer = await asyncio.open_connection(parts.hostname or "127.0.0.1",
+                                                              parts.port or NAMES[self.settings.broker][1])
+                    writer.close()
+                    await writer.wait_closed()
+        except TimeoutError:
+            raise BrokerDownError(f"{self.name} did not answer within {timeout:g} s") from None
+        except Exception as exc:
+            raise BrokerDownError(f"{self.name} failed: {type(exc).__name__}: {exc}") from None
+
+    async def durability(self) -> Durability:
+        """What the broker's configuration keeps across its restart (Redis: as it reports it)."""
+        if self.settings.broker != "redis":
+            return durability.OTHER_BROKERS[self.settings.broker]
+        try:
+            config = await self.redis.config_get("append*")
+        except Exception:  # CONFIG refused (a managed Redis) or not answering: unknown is not durable
+            return durability.of_redis(None, None)
+        text = {_text(k): _text(v) for k, v in config.items()}
+        return durability.of_redis(text.get("appendonly"), text.get("appendfsync"))
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
