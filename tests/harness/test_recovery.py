@@ -76,3 +76,12 @@ def test_the_driver_rows_move_by_its_start_up_and_the_warm_up_is_left_out() -> N
     assert out.first_send == pytest.approx(1001.2 - 0.01)
     assert [s.accepted for s in out.timeline[:5]] == [0, 50, 50, 50, 50]
     assert out.pre_fault_rate == pytest.approx(50.0, abs=1.5)  # over 1.8 s from the first request
+
+
+def test_no_verdict_when_no_task_came_in_after_the_fault() -> None:
+    # the API was killed and came back after the load ended: nothing to execute, nothing to judge
+    finishes = _steady(1000.0, 1010.0, 100)
+    record = FaultRecord(fault="kill-api@10", target="api", injected=True, at=1010.0, load_start=1000.0)
+    out = summarize(record, _times(finishes), None, promise_of("taskiq", "redis", durable=True))
+    assert out.executing_again_s is None and out.recovered is None
+    assert broken_promises(out, lost=0, duplicated=0) == []

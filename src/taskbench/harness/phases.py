@@ -139,9 +139,10 @@ def check_metrics(client: Any, settings: Settings, port: int, executions: int,
     checked = MetricsCheck.model_validate(cross_check(urls, executions, settle=0.5 if injected else 3.0))
     if checked.match:
         return checked, []
-    if injected and fault is not None and fault.kills:
-        # a SIGKILLed process takes its /metrics with it: its counts cannot be scraped
-        checked.note = (f"{fault.target} was killed mid-run, so its counters are gone; "
+    if injected and fault is not None:
+        # a SIGKILLed process takes its /metrics with it; a paused or stalled one may be scraped
+        # before it caught up: the counters cannot be the account of a fault run
+        checked.note = (f"{fault.target} was hit by {fault.fault} mid-run, so its counters are incomplete; "
                         "the ledger's audit is the account of this run")
         return checked, []
     succeeded = checked.totals.get("taskbench_tasks_succeeded_total", 0)

@@ -104,7 +104,10 @@ def summarize(record: FaultRecord, times: Mapping[str, tuple[float, ...]], load:
     if before is not None and before[0] > 0:
         rate, span = before
         update["pre_fault_rate"] = rate
-        update["recovered"] = update["executing_again_s"] is not None
+        # judged only when tasks came in after the fault (an API back after the load ended leaves
+        # nothing to execute: no verdict)
+        if any(r[0] >= (record.ended or at) for r in rows):
+            update["recovered"] = update["executing_again_s"] is not None
         back = update["executing_90_s"] if update["executing_90_s"] is not None else update["executing_again_s"]
         if isinstance(back, float) and finished and at + back + span <= max(finished):
             lo = at + back
