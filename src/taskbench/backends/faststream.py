@@ -25,6 +25,8 @@ subscribers and give running handlers ``graceful_timeout`` = ``--stop-timeout``.
 
 from __future__ import annotations
 
+import asyncio
+
 import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -152,6 +154,13 @@ def _subscribe(settings: Settings, broker: Any, handle: Handler) -> None:
 class _Producer:
     def __init__(self, broker: Any, settings: Settings) -> None:
         self._broker = broker
+        # FastStream's RedisBroker builds redis-py's plain ConnectionPool, which raises
+        # MaxConnectionsError ("Too many connections") instead of waiting when more publishes are in
+        # flight than it has connections: with --enqueue-mode after-response (nothing holds the client
+        # back) that lost accepted tasks. A publish waits for a free slot instead, inside the API's
+        # enqueue deadline. Two connections stay free for /health's ping.
+        limit = settings.redis_max_connections - 2 if settings.broker == "redis" else None
+        self._slots = asyncio.Semaphore(limit) if limit else None
         if settings.broker == "rabbitmq":
             self._target: dict[str, Any] = {"queue": _rabbit_queue(settings), "persist": True}
         elif settings.broker == "nats":
@@ -161,7 +170,11 @@ class _Producer:
             self._target = {"stream": stream_name(settings)}  # XADD
 
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
-        await self._broker.publish(task.to_dict(), correlation_id=task.task_id, **self._target)
+        if self._slots is None:
+            await self._broker.publish(task.to_dict(), correlation_id=task.task_id, **self._target)
+            return
+        async with self._slots:
+            await self._broker.publish(task.to_dict(), correlation_id=task.task_id, **self._target)
 
     async def check_broker(self) -> None:
         """``/health``: FastStream's own ``ping`` over the producer's connection (Redis, RabbitMQ, NATS)."""
