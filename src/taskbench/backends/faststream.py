@@ -26,7 +26,6 @@ subscribers and give running handlers ``graceful_timeout`` = ``--stop-timeout``.
 from __future__ import annotations
 
 import asyncio
-
 import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
