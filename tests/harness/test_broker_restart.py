@@ -105,8 +105,11 @@ def test_embedded_redis_is_two_servers_and_a_given_one_is_both(tmp_path: Path, r
 
 @pytest.mark.slow
 def test_a_run_through_a_broker_restart_loses_nothing_with_fsync_always(out_dir: Path) -> None:
+    # saq: its worker rides a broker restart out (redis-py's reconnect settings). arq 0.28's worker
+    # may exit with WatchError when the restart hits its WATCH (docs/faults.md), which no setting
+    # prevents: with arq this test would measure the timing of the restart, not the harness
     code, out, started = _run(
-        ["run", "--backends", "arq", "--output", str(out_dir), "--users", "10", "--duration", "4",
+        ["run", "--backends", "saq", "--output", str(out_dir), "--users", "10", "--duration", "4",
          "--warmup", "20", "--redis-fsync", "always", "--fault", "restart-broker@1.5"])
     result = json.loads(next(out_dir.glob("*/result.json")).read_text())
     case = result["cases"][0]
