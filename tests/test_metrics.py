@@ -89,3 +89,17 @@ def test_worker_metrics_are_loopback_by_default() -> None:
 
     settings = Settings()
     assert (settings.metrics_host, settings.metrics_port) == ("127.0.0.1", 0)
+
+
+def test_a_scrape_skips_a_metrics_file_still_being_created(tmp_path: Path) -> None:
+    """A process's .db file exists empty for a moment; the library's collector raised on it (a 500)."""
+    import struct
+
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    from taskbench.metrics import SettledFilesCollector
+
+    (tmp_path / "counter_4242.db").write_bytes(b"")
+    with pytest.raises(struct.error):
+        list(MultiProcessCollector(None, path=str(tmp_path)).collect())
+    assert list(SettledFilesCollector(str(tmp_path)).collect()) == []

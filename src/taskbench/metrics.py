@@ -13,15 +13,19 @@ bounded labels (``backend``, ``task``, ``queue``), never a task id.
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import shutil
+import struct
+import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics import Counter, Gauge, Histogram
@@ -89,12 +93,44 @@ def exposition_registry() -> CollectorRegistry:
         from prometheus_client.multiprocess import MultiProcessCollector
 
         registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
+        MultiProcessCollector(None, path=path)  # type: ignore[no-untyped-call]  # checks the directory
+        registry.register(SettledFilesCollector(path))
         registry.register(ComponentCollector(int(os.environ.get(ROOT_ENV) or os.getpid())))
         return registry
     local = _registry()
     assert local is not None
     return local
+
+
+class SettledFilesCollector:
+    """prometheus_client's multiprocess collection, minus the files a process is still creating.
+
+    A process's first metric creates its ``.db`` file empty and sizes it a moment later; a scrape in
+    between made ``MultiProcessCollector.collect`` raise ``struct.error`` (the /metrics answer was a
+    500; seen when a Celery worker started beside a scrape). This collector reads the same files
+    through the library's public ``MultiProcessCollector.merge``, leaves out empty ones (they hold no
+    sample yet), and reads again once if a file was caught between creation and sizing.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def _files(self) -> list[str]:
+        found = []
+        for name in glob.glob(os.path.join(self.path, "*.db")):
+            with contextlib.suppress(OSError):  # a dead process's file removed meanwhile
+                if os.path.getsize(name) > 0:
+                    found.append(name)
+        return found
+
+    def collect(self) -> Iterable[Metric]:
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        try:
+            return MultiProcessCollector.merge(self._files(), accumulate=True)  # type: ignore[no-any-return,no-untyped-call]
+        except (struct.error, FileNotFoundError):
+            time.sleep(0.01)
+            return MultiProcessCollector.merge(self._files(), accumulate=True)  # type: ignore[no-any-return,no-untyped-call]
 
 
 class ComponentCollector:
