@@ -21,7 +21,8 @@ from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.scrape import cross_check
 from taskbench.harness.stalls import Patient, read_patiently, redis_errors, server_of
-from taskbench.ledger import Ledger, Rows
+from taskbench.ledger import Ledger
+from taskbench.ledger_rows import Rows
 from taskbench.results import AuditResult, Cleanup, FaultRecord, Load, MetricsCheck, Status, Summary
 from taskbench.settings import Settings
 from taskbench.wait import WaitTimeoutError, wait_until
