@@ -175,7 +175,8 @@ def test_stall_of_a_server_the_harness_started_freezes_its_process(tmp_path: Pat
     if binary is None:
         pytest.skip("nats-server is not installed")
     port = free_port()
-    fault = Fault.parse("stall-broker@1+1")
+    # 3 s: wide enough that the test's own look falls inside the stall on a busy machine (1 s did not)
+    fault = Fault.parse("stall-broker@1+3")
     with ProcessSet(dict(os.environ), stop_timeout=5) as procs:
         server = procs.start("nats", [binary, "-a", "127.0.0.1", "-p", str(port)], tmp_path / "nats.log")
         wait_until(lambda: _answers(port), 10, what="nats-server to answer")
