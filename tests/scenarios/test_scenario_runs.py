@@ -149,8 +149,13 @@ def test_queue_case_under_limits(tmp_path: Path, out_dir: Path, redis_url: str,
         assert record["applied"], record
         assert record["method"].startswith("cgroup")
         assert record["stats"]["nr_periods"] > 0
-        assert 0 < record["load_cpu"] < 0.75, "the CPU used under load stays near the 0.5 limit"
+        # The load window can be shorter than a worker's first batch (a 0.4 s load on CI: the worker
+        # executed its tasks in the drain), so only the API must have used CPU inside it; every
+        # component stays near its 0.5 limit and used CPU over the case.
+        assert 0 <= record["load_cpu"] < 0.75, "the CPU used under load stays near the 0.5 limit"
+        assert record["stats"]["cpu_s"] > 0, record
         assert not any(Path(p).exists() for p in record["paths"]), "groups are removed after the case"
+    assert records["api"]["load_cpu"] > 0, "the API served the load inside the window"
 
 
 def test_celery_pools_chord_and_routing(tmp_path: Path, out_dir: Path, redis_url: str) -> None:
