@@ -75,7 +75,18 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
         except WaitTimeoutError as exc:
             raise RuntimeError(f"{exc}: {worker.tail()}") from None
         started = time.perf_counter()
-        wait_until(lambda: done() >= tasks, timeout, interval=0.005, raise_on_timeout=False,
+        # the steady rate: from the 10 % mark to the 90 % mark, leaving out the worker's first
+        # fetches and the last stragglers, which move a short drain's total time the most
+        marks: dict[float, tuple[float, int]] = {}
+
+        def drained() -> bool:
+            count = done()
+            for share in STEADY:
+                if share not in marks and count >= share * tasks:
+                    marks[share] = (time.perf_counter(), count)
+            return count >= tasks
+
+        wait_until(drained, timeout, interval=0.005, raise_on_timeout=False,
                    abort=lambda: None if worker.alive() else "the worker exited")
         drain_s = time.perf_counter() - started
         count = done()
@@ -92,4 +103,17 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
         "enqueue_per_s": tasks / enqueue_s,
         "drain_s": drain_s,
         "drain_per_s": count / drain_s if drain_s else None,
+        "steady_per_s": _steady(marks),
     }
+
+
+#: the shares of the tasks between which the steady drain rate is measured
+STEADY = (0.1, 0.9)
+
+
+def _steady(marks: dict[float, tuple[float, int]]) -> float | None:
+    """Tasks per second between the 10 % and the 90 % marks; None if the drain never reached both."""
+    if len(marks) < len(STEADY):
+        return None
+    (t0, n0), (t1, n1) = marks[STEADY[0]], marks[STEADY[1]]
+    return (n1 - n0) / (t1 - t0) if t1 > t0 else None

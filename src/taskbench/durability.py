@@ -44,10 +44,13 @@ OTHER_BROKERS = {
 }
 
 
-def of_case(backend_durable: bool, enqueue_mode: str, broker: Durability) -> Durability:
-    """A case's durability: the backend's (a queue at all), the enqueue mode's, then the broker's."""
+def of_case(backend_durable: bool, enqueue_mode: str, broker: Durability, *, unsafe: str = "") -> Durability:
+    """A case's durability: the backend's (a queue at all), the enqueue mode's, then the broker's.
+
+    ``unsafe``: why the backend's wiring keeps nothing (an unsafe seed wiring), said instead of "no queue".
+    """
     if not backend_durable:
-        return Durability(False, "no queue: tasks live in the API process")
+        return Durability(False, f"unsafe wiring: {unsafe}" if unsafe else "no queue: tasks live in the API process")
     if enqueue_mode != "awaited":
         return Durability(False, "after-response enqueue: the 2xx comes before the broker holds the task")
     return broker

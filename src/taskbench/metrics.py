@@ -82,6 +82,8 @@ def _registry() -> CollectorRegistry | None:
         from prometheus_client import CollectorRegistry
 
         _local = CollectorRegistry()
+        # the component's CPU and memory, as a multiprocess component serves them
+        _local.register(ComponentCollector(int(os.environ.get(ROOT_ENV) or os.getpid())))
     return _local
 
 

@@ -67,6 +67,11 @@ class Settings(BaseSettings):
         default=5.0, ge=0.1, le=600.0,
         description="seconds the API waits for the broker to take a task; then 503, outcome unknown",
     )
+    gc_freeze: bool = Field(
+        default=True,
+        description="gc.freeze() once a process has started: full collections skip the start-up heap "
+                    "(off to measure its effect)",
+    )
     idempotency: bool = Field(
         default=True,
         description="task_id is an idempotency key: a known id is answered 409 and never enqueued again "

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from taskbench import backends
+from taskbench import backends, heap
 from taskbench.backends.base import CountsQueue, WorkerContext
 from taskbench.metrics import exposition_registry
 from taskbench.settings import Settings
@@ -79,6 +79,7 @@ async def run(settings: Settings) -> None:
             log.info("%s worker %d ready, metrics at %s", meta.name, os.getpid(), url)
 
         watcher = asyncio.create_task(_watch_depth(backend, settings, workloads))
+        heap.freeze(settings.gc_freeze)  # start-up is over (taskbench/heap.py)
         try:
             await backend.run_worker(WorkerContext(settings=settings, execute=workloads.run, ready=ready))
         finally:

@@ -16,6 +16,9 @@ from taskbench.ledger import Ledger
 from taskbench.messages import NOOP, WORKLOADS, TaskMessage
 from taskbench.metrics import task_metrics
 
+#: connections of the async pool kept out of the tasks' semaphore: /health's PING, the broker probe
+RESERVED = 4
+
 if TYPE_CHECKING:
     import redis
     import redis.asyncio as aioredis
@@ -46,13 +49,13 @@ class Workloads:
         self.ledger = Ledger(settings.prefix)
         self.metrics = task_metrics(settings.backend)
         self.counter_key = f"{settings.prefix}counter"
-        # Blocking pools: under a burst a task waits for a connection rather than failing with
-        # "Too many connections" (redis-py's plain async pool raises at 100 since 6.x).
-        self.redis: aioredis.Redis = aioredis.Redis(
-            connection_pool=aioredis.BlockingConnectionPool.from_url(
-                settings.redis_url, max_connections=settings.redis_max_connections, timeout=30
-            )
-        )
+        # Under a burst a task waits for a connection rather than failing with "Too many connections"
+        # (redis-py's plain async pool raises when it has max_connections in use): the wait is a
+        # semaphore of ours, free when uncontended, where redis-py's BlockingConnectionPool takes a
+        # lock, a timeout and a condition per command. A few connections stay outside it for PING.
+        connections = settings.redis_max_connections
+        self.redis: aioredis.Redis = aioredis.Redis.from_url(settings.redis_url, max_connections=connections)
+        self._slots = asyncio.Semaphore(connections - min(RESERVED, connections // 2))
         self.redis_sync: redis.Redis = redis_sync.Redis(
             connection_pool=redis_sync.BlockingConnectionPool.from_url(
                 settings.redis_url, max_connections=settings.threads + 4, timeout=30
@@ -177,11 +180,13 @@ class Workloads:
         """The ledger's record of the task; ``incr``: with the task's own INCRBY, in the same round trip."""
         if not self.settings.ledger:
             if incr:
-                await self.redis.incrby(self.counter_key, task.value)
+                async with self._slots:
+                    await self.redis.incrby(self.counter_key, task.value)
             self._count_done()
             return
-        runs = await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time(),
-                                        incr=(self.counter_key, task.value) if incr else None)
+        async with self._slots:
+            runs = await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time(),
+                                            incr=(self.counter_key, task.value) if incr else None)
         if runs > 1:
             self.metrics.task(task.workload).redelivered.inc()
 
@@ -192,7 +197,8 @@ class Workloads:
     async def _flush(self) -> None:
         done = self._done
         if done > self._flushed:
-            await self.redis.incrby(self.done_key, done - self._flushed)
+            async with self._slots:
+                await self.redis.incrby(self.done_key, done - self._flushed)
             self._flushed = done
 
     async def _flush_loop(self) -> None:

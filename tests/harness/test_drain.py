@@ -14,6 +14,14 @@ import redis
 pytestmark = pytest.mark.slow
 
 
+def test_steady_rate_is_the_rate_between_the_10_and_90_percent_marks() -> None:
+    from taskbench.drain import _steady
+
+    assert _steady({0.1: (10.0, 100), 0.9: (12.0, 900)}) == pytest.approx(400.0)
+    assert _steady({0.1: (10.0, 100)}) is None, "a drain that never reached 90 % has no steady rate"
+    assert _steady({0.1: (10.0, 1000), 0.9: (10.0, 1000)}) is None, "both marks in one poll: no interval"
+
+
 def test_drain_measures_each_ledger_mode_and_cleans_up(redis_url: str, tmp_path: Path) -> None:
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     client = redis.Redis.from_url(redis_url)
@@ -31,11 +39,13 @@ def test_drain_measures_each_ledger_mode_and_cleans_up(redis_url: str, tmp_path:
         ("arq", 1, False, 200, "io/simple"), ("arq", 1, True, 200, "io/simple")], "the modes alternate"
     printed = json.loads(out.stdout)
     entry = printed["backends"]["arq"]
-    on = (rows[0]["drain_per_s"] + rows[3]["drain_per_s"]) / 2  # the median of two
-    off = (rows[1]["drain_per_s"] + rows[2]["drain_per_s"]) / 2
+    rate = [r["steady_per_s"] or r["drain_per_s"] for r in rows]  # the steady rate where there is one
+    on = (rate[0] + rate[3]) / 2  # the median of two
+    off = (rate[1] + rate[2]) / 2
     assert entry["on"] == pytest.approx(on) and entry["off"] == pytest.approx(off)
     assert entry["ratio"] == pytest.approx(on / off)
     assert all(r["drain_per_s"] > 0 and r["version"] for r in rows)
+    assert all(r["steady_per_s"] is None or r["steady_per_s"] > 0 for r in rows)
     assert list(tmp_path.glob("drain-*/drain-case-arq-*.log")), "each drain-case process has its log"
     try:
         keys_after = {k for pattern in patterns for k in client.scan_iter(match=pattern, count=1000)}

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from taskbench.harness.overhead import order
+from taskbench.harness.overhead import order, server_argv
 from taskbench.results import OVERHEAD_SERVERS, OverheadCase, load
 
 pytestmark = pytest.mark.slow
@@ -20,6 +20,17 @@ def test_order_rotates_so_each_server_takes_each_place() -> None:
     rounds = [order(r) for r in range(3)]
     assert all(sorted(r) == sorted(OVERHEAD_SERVERS) for r in rounds)
     assert {r[0] for r in rounds} == set(OVERHEAD_SERVERS)
+
+
+@pytest.mark.parametrize("server", ["ceiling", "floor"])
+def test_floor_gc_freeze_freezes_the_ceiling_and_floor_once_built(server: str) -> None:
+    plain = server_argv(server, "arq", Path(sys.executable), 8000)
+    frozen = server_argv(server, "arq", Path(sys.executable), 8000, frozen=True)
+    assert "gc.freeze()" not in plain[-1]
+    assert "gc.freeze()" in frozen[-1] and frozen[-1].index("gc.freeze()") < frozen[-1].index("uvicorn.run")
+    compile(frozen[-1], "<floor>", "exec")  # what `python -c` runs
+    ours = server_argv("taskbench", "arq", Path(sys.executable), 8000, frozen=True)
+    assert ours[1:4] == ["-m", "taskbench", "serve"], "the reference API freezes itself (TASKBENCH_GC_FREEZE)"
 
 
 def test_overhead_loads_ceiling_floor_and_api_and_records_them(redis_url: str, tmp_path: Path) -> None:

@@ -106,3 +106,14 @@ def test_fault_cases_get_recovery_columns_and_a_line() -> None:
     assert "executed after never" in line
     skipped = fault_line(FaultRecord(fault="kill-worker@2", note="background has no worker"))
     assert skipped == "fault kill-worker@2: not injected (background has no worker)"
+
+
+def test_repeated_runs_add_up_the_extra_executions() -> None:
+    from taskbench.scenarios.run import combine_runs
+
+    runs = [QueueCase(backend="faststream-pubsub", unsafe="broadcast", status="errors",
+                      summary=Summary(rps=rps, accepted=n, duplicated=n, extra_executions=4 * n))
+            for rps, n in [(170.0, 500), (180.0, 600), (160.0, 400)]]
+    one = combine_runs(runs, "rps")
+    assert one.summary.extra_executions == 4 * 1500  # every run's copies, like lost and duplicated
+    assert one.status == "errors" and one.errors_expected

@@ -37,14 +37,25 @@ class BackendInfo:
     #: with ``idempotency`` on, the library refuses a known task id for the whole run by itself (the
     #: producer raises DuplicateTask), so an awaited enqueue needs no claim of the API's
     remembers_ids: bool = False
+    #: non-empty: why this wiring is unsafe for a task queue. An unsafe backend reproduces a seed's
+    #: mistake so that its cost is measured: never a default (``--backends all`` leaves it out), marked
+    #: in ``taskbench backends`` and in every result; the lost and duplicated tasks it causes are the
+    #: case's figures, not its failure
+    unsafe: str = ""
+    #: every worker process gets every task (a broadcast): the drain waits until the executions stop
+    #: coming instead of until each task ran once
+    fans_out: bool = False
+    #: the module under ``taskbench.backends`` and the extra, when not the name (a variant of a backend)
+    module_name: str | None = None
+    extra_name: str | None = None
 
     @property
     def module(self) -> str:
-        return f"taskbench.backends.{self.name}"
+        return f"taskbench.backends.{self.module_name or self.name}"
 
     @property
     def extra(self) -> str:
-        return self.name
+        return self.extra_name or self.name
 
     @property
     def implemented(self) -> bool:
@@ -82,6 +93,17 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             summary="FastStream: competing consumers (Redis stream group, RabbitMQ quorum queue, NATS JetStream)",
             redelivers=True,
             brokers=("redis", "rabbitmq", "nats"),
+        ),
+        BackendInfo(
+            name="faststream-pubsub",
+            summary="UNSAFE seed wiring (seed 000): FastStream on Redis pub/sub; every worker runs every task, "
+                    "a task sent while no worker listens is lost",
+            durable=False,  # PUBLISH keeps nothing: the 2xx says only that the API published
+            unsafe="Redis pub/sub broadcasts: with N workers each task runs N times, and a message published "
+                   "while no worker is subscribed is dropped (no queue, no ack, no redelivery)",
+            fans_out=True,
+            module_name="faststream_pubsub",
+            extra_name="faststream",
         ),
         BackendInfo(
             name="celery",
@@ -125,15 +147,16 @@ def info(name: str) -> BackendInfo:
     """The registry entry of an implemented backend; anything else is an UnknownBackendError."""
     meta = REGISTRY.get(name)
     if meta is None or not meta.implemented:
-        known = ", ".join(available())
+        known = ", ".join(available(unsafe=True))
         planned = " (planned, not implemented yet)" if meta is not None else ""
         raise UnknownBackendError(f"unknown backend {name!r}{planned}; known: {known}")
     return meta
 
 
-def available() -> list[str]:
-    """Backends whose module exists, in registry order (what ``--backends all`` runs)."""
-    return [name for name, meta in REGISTRY.items() if meta.implemented]
+def available(*, unsafe: bool = False) -> list[str]:
+    """Backends whose module exists, in registry order: what ``--backends all`` runs, which leaves the
+    unsafe seed wirings out unless ``unsafe``."""
+    return [name for name, meta in REGISTRY.items() if meta.implemented and (unsafe or not meta.unsafe)]
 
 
 def load(name: str) -> Backend:

@@ -181,6 +181,31 @@ class _Producer:
             raise ConnectionError("FastStream's broker.ping got no answer")
 
 
+def handler(ctx: WorkerContext) -> Handler:
+    """The subscriber's handler: the message's JSON back to a task, run by the worker's ``execute``."""
+    execute = ctx.execute
+
+    async def handle(payload: dict[str, Any]) -> None:
+        await execute(TaskMessage.from_dict(payload))
+
+    return handle
+
+
+async def consume(ctx: WorkerContext, broker: Any, prepare: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Connect, ``prepare`` (declare what the subscribers read), start the subscribers, report ready, and
+    run until SIGTERM/SIGINT; then stop the broker (running handlers get ``graceful_timeout``)."""
+    with stop_requested() as stopping:
+        try:
+            await broker.connect()
+            if prepare is not None:
+                await prepare()
+            await broker.start()
+            await ctx.ready()
+            await stopping.wait()
+        finally:
+            await broker.stop()
+
+
 class FaststreamBackend:
     @asynccontextmanager
     async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
@@ -193,23 +218,9 @@ class FaststreamBackend:
             await broker.stop()
 
     async def run_worker(self, ctx: WorkerContext) -> None:
-        settings = ctx.settings
-        broker = _broker(settings)
-        execute = ctx.execute
-
-        async def handle(payload: dict[str, Any]) -> None:
-            await execute(TaskMessage.from_dict(payload))
-
-        _subscribe(settings, broker, handle)
-        with stop_requested() as stopping:
-            try:
-                await broker.connect()
-                await _declare(settings, broker)
-                await broker.start()
-                await ctx.ready()
-                await stopping.wait()
-            finally:
-                await broker.stop()
+        broker = _broker(ctx.settings)
+        _subscribe(ctx.settings, broker, handler(ctx))
+        await consume(ctx, broker, prepare=lambda: _declare(ctx.settings, broker))
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
         if settings.broker != "redis":

@@ -41,6 +41,7 @@ from taskbench.backends._auth import serve_asgi
 from taskbench.backends._redis import reconnecting
 from taskbench.backends.base import DuplicateTask, ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
+from taskbench.workloads import RESERVED
 
 if TYPE_CHECKING:
     from fastapi import BackgroundTasks
@@ -75,10 +76,14 @@ def sweep_interval(settings: Settings) -> int:
 
 
 def _client(settings: Settings, connections: int, *, worker: bool = False) -> aioredis.Redis:
-    # A blocking pool: under a burst a call waits for a connection instead of failing. A worker's
-    # connections retry a lost broker (a restart) instead of failing the job it is processing.
+    if not worker:
+        # the API's: a plain pool, bounded by SAQ's own limit on concurrent operations (max_ops, a
+        # few connections fewer), so a call never finds the pool exhausted
+        return aioredis.Redis.from_url(settings.broker_address, max_connections=connections)
+    # A worker's: a blocking pool (a burst of job updates waits for a connection instead of failing),
+    # whose connections retry a lost broker (a restart) instead of failing the job it is processing.
     pool = aioredis.BlockingConnectionPool.from_url(
-        settings.broker_address, max_connections=connections, timeout=30, **(reconnecting() if worker else {})
+        settings.broker_address, max_connections=connections, timeout=30, **reconnecting()
     )
     return aioredis.Redis(connection_pool=pool)
 
@@ -241,8 +246,9 @@ class SaqBackend:
     @asynccontextmanager
     async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
         connections = ctx.settings.redis_max_connections
-        # SAQ throttles enqueue calls to 20 at once by default; our pool already bounds them.
-        queue = _queue(ctx.settings, connections, max_ops=connections)
+        # SAQ throttles its operations (the enqueue among them) to max_ops at once: that bounds the
+        # connections in use; the rest of the pool is for the broker probe's PING
+        queue = _queue(ctx.settings, connections, max_ops=connections - min(RESERVED, connections // 2))
         await queue.connect()
         try:
             yield _Producer(queue, ctx.settings)

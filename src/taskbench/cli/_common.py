@@ -52,7 +52,7 @@ def settings() -> Settings:
 
 
 def backend_names(text: str) -> list[str]:
-    """``--backends``: comma-separated names, or ``all`` (every implemented backend)."""
+    """``--backends``: comma-separated names, or ``all`` (every implemented backend but the unsafe seed wirings)."""
     from taskbench import backends as registry
 
     return registry.available() if text == "all" else [b.strip() for b in text.split(",") if b.strip()]

@@ -19,8 +19,10 @@ def backends() -> None:
 
     for meta in REGISTRY.values():
         state = "" if meta.implemented else " (not implemented yet)"
+        if meta.unsafe:
+            state += " [never a default: left out of --backends all]"
         brokers = "/".join(meta.brokers)
-        typer.echo(f"{meta.name:11} {brokers:20} {meta.summary}{state}")
+        typer.echo(f"{meta.name:17} {brokers:20} {meta.summary}{state}")
 
 
 def serve(
@@ -40,7 +42,10 @@ def serve(
     found = settings()
     from taskbench.metrics import prepare_component
 
-    prepare_component(f"api-{os.getpid()}")  # shared by the uvicorn workers, before they import anything
+    if workers > 1:  # each scrape must add up every uvicorn worker: prometheus_client's multiprocess mode
+        prepare_component(f"api-{os.getpid()}")  # shared by the uvicorn workers, before they import anything
+    # one worker keeps its metrics in memory: the mmap-backed values of multiprocess mode cost the API
+    # about 25 µs a request (docs/benchmarks.md)
     import uvicorn
 
     from taskbench.harness import HarnessError

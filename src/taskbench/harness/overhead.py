@@ -43,6 +43,13 @@ _UVICORN = (
     "import uvicorn; uvicorn.run({app!r}, factory=True, host='127.0.0.1', port={port}, loop='uvloop', "
     "http='httptools', access_log=False, log_level='warning')"
 )
+#: ``--floor-gc-freeze``: the app built, then ``gc.freeze()`` (taskbench/heap.py), then served
+_UVICORN_FROZEN = (
+    "import gc, importlib, uvicorn; module, _, factory = {app!r}.partition(':'); "
+    "app = getattr(importlib.import_module(module), factory)(); gc.collect(); gc.freeze(); "
+    "uvicorn.run(app, host='127.0.0.1', port={port}, loop='uvloop', http='httptools', access_log=False, "
+    "log_level='warning')"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +65,8 @@ class OverheadConfig:
     stop_timeout: float = 10.0
     #: extra TASKBENCH_* settings for the reference API (defaults when empty)
     api_env: dict[str, str] = field(default_factory=dict)
+    #: the ceiling and the floor gc.freeze() once built, as the reference API does by default
+    floor_gc_freeze: bool = False
 
     def __post_init__(self) -> None:
         if not self.backends:
@@ -70,15 +79,17 @@ class OverheadConfig:
     def to_dict(self) -> dict[str, object]:
         load = {k: v for k, v in vars(self.load).items() if v is not None}
         return {"backends": self.backends, "load": load, "rounds": self.rounds, "warmup": self.warmup,
-                "placement": self.placement.to_dict(), "api_env": self.api_env}
+                "placement": self.placement.to_dict(), "api_env": self.api_env,
+                "floor_gc_freeze": self.floor_gc_freeze}
 
 
-def server_argv(server: str, backend: str, python: Path, port: int) -> list[str]:
-    """How each of the three servers is started, in the backend's environment."""
+def server_argv(server: str, backend: str, python: Path, port: int, *, frozen: bool = False) -> list[str]:
+    """How each of the three servers is started, in the backend's environment (``frozen``: the ceiling
+    and the floor ``gc.freeze()`` once their app is built)."""
     if server == "taskbench":
         return [str(python), "-m", "taskbench", "serve", "--host", "127.0.0.1", "--port", str(port)]
     app = "taskbench.service.baseline:create_app" if server == "ceiling" else f"taskbench.floors.{backend}:create_app"
-    return [str(python), "-c", _UVICORN.format(app=app, port=port)]
+    return [str(python), "-c", (_UVICORN_FROZEN if frozen else _UVICORN).format(app=app, port=port)]
 
 
 def order(round_: int) -> list[OverheadServer]:
@@ -154,7 +165,7 @@ def summarize(case: OverheadCase) -> None:
 def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_url: str, run_id: str,
          logs: Path) -> tuple[Load, list[str], float]:
     port = free_port()
-    argv = server_argv(server, backend, python, port)
+    argv = server_argv(server, backend, python, port, frozen=config.floor_gc_freeze)
     env = {**os.environ, "TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": redis_url,
            "TASKBENCH_RUN_ID": run_id, "TASKBENCH_METRICS_DIR": str(logs / "metrics" / run_id),
            "PYTHONUNBUFFERED": "1"}

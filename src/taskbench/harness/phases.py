@@ -112,6 +112,40 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
     return result
 
 
+#: a broadcast backend's drain ends once no execution came for this long
+SETTLE_QUIET = 3.0
+
+
+def settle(procs: ProcessSet, client: Any, ledger: Ledger, *, accepted: list[str], load_end: float,
+           timeout: float, say: Say, quiet: float = SETTLE_QUIET) -> Drain:
+    """The drain of a backend that gives every worker every task (``BackendInfo.fans_out``).
+
+    Each worker works off its own copy of the backlog, so "every id ran once" says nothing about the
+    copies still coming. Wait instead until the ledger's executions (every run counted) stop growing
+    for ``quiet`` s, within ``timeout`` after the load. Then ``drained``: nothing more is coming; the
+    ids that never ran are the wiring's loss (the audit counts them), not a failure of the drain.
+    """
+    deadline = load_end + timeout
+    patient = Patient(server_of(client), say, purpose="the count of executions")
+    last, since = -1, time.monotonic()
+    while time.time() < deadline:
+        total = patient.call(lambda: ledger.executions_total(client), None)
+        now = time.monotonic()
+        if total is not None and total != last:
+            last, since = total, now
+        elif total is not None and now - since >= quiet:
+            left = patient.call(lambda: len(ledger.unseen(client, accepted)), None)
+            say(f"executions settled at {total} for {len(accepted)} accepted tasks"
+                + (f"; {left} accepted tasks never ran" if left else ""))
+            return Drain(drained=True, deadline=time.time())
+        workers = [p for p in procs.procs if p.name.startswith("worker")]
+        if workers and all(not p.alive() for p in workers):
+            return Drain(drained=False, deadline=deadline, failures=["every worker died during the drain"])
+        time.sleep(0.5)
+    return Drain(drained=False, deadline=deadline,
+                 failures=[f"drain timeout: executions were still coming {timeout:.0f} s after the load ended"])
+
+
 def read_ledger(client: Any, ledger: Ledger, *, say: Say,
                 timeout: float = READ_TIMEOUT) -> tuple[Rows | None, list[str]]:
     """The ledger's rows for the audit, read again with backoff while Redis does not answer.
@@ -198,6 +232,7 @@ def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, d
         summary.time_to_run_all_s = (last - load_start) if (last and drained) else None
         summary.accepted, summary.executed = audit.accepted, audit.executed
         summary.lost, summary.duplicated = audit.lost, audit.duplicated
+        summary.extra_executions = audit.extra_executions
         summary.unexpected, summary.late = audit.categories.unexpected, audit.late
         summary.refused = audit.categories.refused
         summary.e2e_p95_ms = audit.end_to_end_ms.p95
@@ -213,8 +248,9 @@ def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, d
 
 
 def queue_status(summary: Summary, *, audit_ok: bool, drained: bool, failures: list[str]) -> Status:
-    """ok: clean; errors: some requests failed or were refused as known ids (409), or (a fault case)
-    tasks were lost or ran twice where the backend does not promise otherwise; failed: otherwise."""
+    """ok: clean; errors: some requests failed or were refused as known ids (409), or tasks were lost
+    or ran twice where the backend does not promise otherwise (a fault case, or an unsafe seed wiring
+    whose duplicates are its measured figure); failed: otherwise."""
     if not audit_ok or not drained or failures or not summary.accepted:
         return "failed"
     return "errors" if summary.errors_pct or summary.refused or summary.lost or summary.duplicated else "ok"

@@ -83,7 +83,7 @@ def broker_durability(client: Any) -> Durability:
 def case_durability(backend: BackendInfo, enqueue_mode: str, broker: str, client: Any) -> Durability:
     """A case's ``durable`` flag and its reason: the backend, the enqueue mode, the broker's configuration."""
     found = broker_durability(client) if broker == "redis" else durability.OTHER_BROKERS[broker]
-    return durability.of_case(backend.durable, enqueue_mode, found)
+    return durability.of_case(backend.durable, enqueue_mode, found, unsafe=backend.unsafe)
 
 
 def find_redis_server() -> str:

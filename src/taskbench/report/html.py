@@ -134,7 +134,8 @@ def _run_table(result: Result) -> str:
             continue
         s = case.summary
         mode = case.enqueue_mode + ("" if case.durable else " *")
-        row = [f'<td class="l">{esc(case.backend)}</td>', f'<td class="l">{esc(mode)}</td>']
+        name = case.backend + (" [UNSAFE]" if case.unsafe else "")
+        row = [f'<td class="l">{esc(name)}</td>', f'<td class="l">{esc(mode)}</td>']
         for key, _, spec in RUN_COLUMNS:
             value = s.figure(key)
             row.append(cell(value, spec, css="bad" if key in ("lost", "duplicated") and value else ""))

@@ -17,6 +17,19 @@ EXPLAIN = ("ceiling: FastAPI + one `await redis.incr`; library floor: a bare Fas
            "CPU: the server's CPU time per request, floor ÷ taskbench.")
 
 
+def explain(result: Result) -> str:
+    """The caption: what the three servers are, and whether the ceiling and floor ran frozen too."""
+    config = result.config or {}
+    frozen = config.get("floor_gc_freeze")
+    api_env = config.get("api_env") or {}
+    runtime = ("The ceiling and the floor gc.freeze() once built, as the reference API does (--floor-gc-freeze)."
+               if frozen else "The reference API gc.freeze()s its start-up heap (TASKBENCH_GC_FREEZE); the ceiling "
+                              "and the floor do not (--floor-gc-freeze gives them the same).")
+    settings = ", ".join(f"{k}={v}" for k, v in api_env.items())
+    changed = f" Reference API settings changed: {settings}." if settings else ""
+    return f"{EXPLAIN} {runtime}{changed}"
+
+
 def cases(result: Result) -> list[OverheadCase]:
     return [c for c in result.cases if isinstance(c, OverheadCase)]
 
@@ -59,7 +72,7 @@ def render(result: Result, console: Console | None = None) -> None:
                 "[green]ok[/]" if case.status == "ok" else "[bold red]failed[/]"]
         table_.add_row(*row)
     console.print(table_)
-    console.print(EXPLAIN, style="dim", markup=False)
+    console.print(explain(result), style="dim", markup=False)
     for case in cases(result):
         for failure in case.failures:
             console.print(f"[red]{case.backend}: {failure}[/]")
@@ -111,7 +124,7 @@ def html(result: Result) -> str:
         f"<h1>{esc(title)}</h1>",
         facts([("created", result.created), ("command", " ".join(result.command)),
                ("commit", result.commit.commit), ("CPU", m.cpu_model), ("usable CPUs", m.usable_cpus)]),
-        "<h2>Summary</h2>", table(headers, rows), f'<p class="note">{esc(EXPLAIN)}</p>',
+        "<h2>Summary</h2>", table(headers, rows), f'<p class="note">{esc(explain(result))}</p>',
         "<h2>Every round</h2>",
         table([("backend", "l"), ("round", ""), ("server", "l"), ("req/s", ""), ("median ms", ""), ("p95 ms", ""),
                ("errors", ""), ("driver CPU %", ""), ("server CPU µs/request", "")], round_rows),

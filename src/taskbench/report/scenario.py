@@ -47,15 +47,21 @@ FAULT_COLUMNS: list[Column] = [
 ]
 
 
+# shown when a case ran tasks more than once: the executions beyond each task's first (an unsafe
+# broadcast wiring runs every task once per worker)
+EXTRA_COLUMN: Column = ("extra_executions", "extra\nruns", "{}", None)
+
+
 # the name of the figure a repeated case is ranked by, in a header
 RANKED_HEADER = {"queue": "RPS", "http": "RPS", "celery": "tasks/s"}
-for _column in [*(c for cols in COLUMNS.values() for c in cols), *FAULT_COLUMNS]:
+for _column in [*(c for cols in COLUMNS.values() for c in cols), *FAULT_COLUMNS, EXTRA_COLUMN]:
     assert _column[0] in Summary.model_fields, f"column {_column[0]!r} is not a Summary figure"
 
 
 def columns(kind: str, cases: list[CaseBase]) -> list[Column]:
     faulted = any(c.summary.fault for c in cases)
-    return COLUMNS[kind] + (FAULT_COLUMNS if faulted else [])
+    extra = [EXTRA_COLUMN] if any(c.summary.extra_executions for c in cases) else []
+    return COLUMNS[kind] + extra + (FAULT_COLUMNS if faulted else [])
 
 
 def spread(summary: Summary) -> str:

@@ -52,7 +52,7 @@ def render(result: Result, console: Console | None = None) -> None:
         cpu = _num(s.driver_cpu_pct) + (" SAT" if s.driver_saturated else "")
         status = {"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(case.status, "[bold red]failed[/]")
         table.add_row(
-            case.backend, mode, _num(s.rps), _num(s.p50_ms, "{:.1f}"),
+            case.backend + (" [UNSAFE]" if case.unsafe else ""), mode, _num(s.rps), _num(s.p50_ms, "{:.1f}"),
             _num(s.p95_ms, "{:.1f}"), _num(s.p99_ms, "{:.1f}"),
             _num(s.time_to_run_all_s, "{:.1f}"), _num(s.errors_pct, "{:.2f}"),
             str(s.accepted), _bad(s.lost), _bad(s.duplicated), _num(s.unexpected, "{}"),
@@ -62,6 +62,10 @@ def render(result: Result, console: Console | None = None) -> None:
     for note in notes:
         console.print(note)
     for case in cases:
+        if case.unsafe:
+            extra = case.summary.extra_executions
+            console.print(f"[yellow]{case.backend} is an UNSAFE seed wiring ({case.unsafe}); measured: "
+                          f"{extra if extra is not None else '?'} executions beyond each task's first[/]")
         if case.audit is not None and case.audit.categories.attempted:
             console.print(f"{case.backend}: {categories_line(case.audit)}")
         if case.fault is not None:

@@ -70,6 +70,9 @@ class QueueCase(CaseBase):
     #: why ``durable`` is what it is, from the broker's reported configuration ("" in older files)
     durability: str = ""
     has_worker: bool = True
+    #: non-empty: the backend is an unsafe seed wiring (``BackendInfo.unsafe``), and why: its lost and
+    #: duplicated tasks are what the case measures
+    unsafe: str = ""
     workers: int = 0
     concurrency: int = 0
     run_id: str = ""
@@ -83,12 +86,14 @@ class QueueCase(CaseBase):
 
     @property
     def name(self) -> str:
-        return self.label or self.backend
+        name = self.label or self.backend
+        return f"{name} [UNSAFE]" if self.unsafe and "unsafe" not in name.lower() else name
 
     @property
     def errors_expected(self) -> bool:
-        """Also when an injected fault had the API down: those failed requests are the fault's cost."""
-        return super().errors_expected or (self.fault is not None and self.fault.injected)
+        """Also when an injected fault had the API down (those failed requests are the fault's cost), and
+        on an unsafe seed wiring (its lost and duplicated tasks are the figures it is run for)."""
+        return super().errors_expected or (self.fault is not None and self.fault.injected) or bool(self.unsafe)
 
 
 class HttpCase(CaseBase):
@@ -160,7 +165,8 @@ def passed(case: CaseBase) -> bool:
     ``ok`` passes and ``failed`` (a lost or duplicated task, a drain timeout, a dead process) fails;
     ``errors`` (some requests got no 2xx; or, after an injected fault, tasks were lost or ran twice
     that the backend's configuration does not promise to keep or to run once) passes only where these
-    are what the case measures: a scenario's case, or a run with an injected fault. A fault case whose
+    are what the case measures: a scenario's case, a run with an injected fault, or a case of an unsafe
+    seed wiring (``faststream-pubsub``: its duplicates are measured, never a pass of the wiring). A fault case whose
     backend broke its promise (a loss it promises to prevent, a duplicate where it promises at most
     once) or that never recovered is ``failed`` (harness/recovery.py, ``broken_promises``).
     """

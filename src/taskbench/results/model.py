@@ -324,6 +324,8 @@ class Summary(Model):
     executed: int | None = None
     lost: int | None = None
     duplicated: int | None = None
+    #: executions beyond each task's first, summed: with a broadcast wiring, (workers - 1) x accepted
+    extra_executions: int | None = None
     unexpected: int | None = None
     refused: int | None = None  # answered 409: the id was already submitted (not in errors_pct)
     late: int | None = None

@@ -161,6 +161,8 @@ def combine_runs(runs: list[CaseT], figure: str) -> CaseT:
         summary.lost = sum(r.summary.lost or 0 for r in runs)
     if any(r.summary.duplicated is not None for r in runs):
         summary.duplicated = sum(r.summary.duplicated or 0 for r in runs)
+    if any(r.summary.extra_executions is not None for r in runs):
+        summary.extra_executions = sum(r.summary.extra_executions or 0 for r in runs)
     if any(r.summary.unexpected is not None for r in runs):
         summary.unexpected = sum(r.summary.unexpected or 0 for r in runs)
     statuses = [r.status for r in runs]

@@ -14,7 +14,7 @@ from taskbench.backends.base import ServiceContext
 from taskbench.durability import Durability
 from taskbench.metrics import EnqueueMetrics, enqueue_metrics
 from taskbench.service.broker import BrokerProbe
-from taskbench.service.claims import Claims
+from taskbench.service.claims import CONNECTIONS, Claims
 from taskbench.workloads import Workloads
 
 if TYPE_CHECKING:
@@ -49,8 +49,9 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         async with backend.producer(ctx) as producer, _broker_redis(settings, workloads) as redis, \
                 _claims(settings, workloads) as claims:
             probe = BrokerProbe(settings=settings, redis=redis, producer=producer)
-            found = durability.of_case(backends.info(settings.backend).durable, settings.enqueue_mode,
-                                       await probe.durability())
+            meta = backends.info(settings.backend)
+            found = durability.of_case(meta.durable, settings.enqueue_mode, await probe.durability(),
+                                       unsafe=meta.unsafe)
             yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads,
                         enqueue_metrics=enqueue_metrics(settings.backend), broker=probe, durability=found,
                         claims=claims)
@@ -64,8 +65,16 @@ async def _claims(settings: Settings, workloads: Workloads) -> AsyncIterator[Cla
     if not settings.idempotency or native:
         yield None
         return
-    async with Claims(workloads.redis, settings) as claims:
-        yield claims
+    import redis.asyncio as aioredis
+
+    # a client of their own: a plain pool of as many connections as the claims make calls at once
+    # (redis-py's BlockingConnectionPool takes a lock and a timeout per command)
+    client = aioredis.Redis.from_url(settings.redis_url, max_connections=CONNECTIONS)
+    try:
+        async with Claims(client, settings) as claims:
+            yield claims
+    finally:
+        await client.aclose()
 
 
 @asynccontextmanager
