@@ -208,8 +208,8 @@ def test_celery_pools_chord_and_routing(tmp_path: Path, out_dir: Path, redis_url
 def test_cli_lists_and_rejects(tmp_path: Path, cli: Cli) -> None:
     out = cli("scenarios")
     assert out.exit_code == 0, out.exception
-    for name in ("background-impact", "backends", "endpoint-styles", "middleware", "servers-and-threads",
-                 "celery-pools"):
+    for name in ("background-impact", "backends", "backends-awaited", "endpoint-styles", "endpoint-styles-workers",
+                 "middleware", "servers-and-threads", "celery-pools"):
         assert name in out.stdout
     assert "BROKEN" not in out.stdout
     assert "uvicorn, limit 200 via RunVar (the article's line)" in out.stdout  # the cases, numbered

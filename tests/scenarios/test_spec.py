@@ -21,8 +21,8 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 def test_every_shipped_scenario_loads() -> None:
     names = {p.stem for p in shipped()}
-    assert names == {"background-impact", "backends", "endpoint-styles", "middleware", "servers-and-threads",
-                     "celery-pools", "faults"}
+    assert names == {"background-impact", "backends", "backends-awaited", "endpoint-styles",
+                     "endpoint-styles-workers", "middleware", "servers-and-threads", "celery-pools", "faults"}
     for path in shipped():
         scenario = load(path)
         assert scenario.name == path.stem
@@ -226,6 +226,10 @@ def test_the_shipped_article_profiles() -> None:
                       "cpu/process": 1000}
     styles = resolve("endpoint-styles", "article")
     assert {(c.params["ramp"], c.params["server_workers"]) for c in styles.cases} == {(10.0, 8)}
+    workers = resolve("endpoint-styles-workers", "article")
+    assert {(c.params["ramp"], c.params["server_workers"]) for c in workers.cases} == {(10.0, 8)}
+    awaited = resolve("backends-awaited", "article")
+    assert {(c.params["requests"], c.params["enqueue_mode"]) for c in awaited.cases} == {(50000, "awaited")}
 
 
 def test_the_thread_limit_can_be_set_the_seed_s_way() -> None:
