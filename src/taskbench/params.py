@@ -179,6 +179,9 @@ SCHEMA: Final[tuple[Param, ...]] = (
           cli=True, kinds=_Q, env="IDEMPOTENCY"),
     Param(name="http_metrics", type=bool, default=True, help="the API's HTTP request metrics middleware",
           cli=True, env="METRICS", components=("api",)),
+    Param(name="restart_workers", type=bool, default=False,
+          help="start again a worker that exits on its own during the load or the drain, as a supervisor "
+               "(restart: on-failure) would; off: its exit fails the case", cli=True, kinds=_Q),
     Param(name="api_port", type=int, bounds=(1, 65535), help="API port (default: a free one)", cli=True),
     Param(name="fault", type=str, help="KIND@T, KIND@T+D or KIND@T/P: kill-worker@T[/P], kill-api@T, pause-worker@T+D, "
           "stall-broker@T+D (docs/faults.md)",

@@ -221,3 +221,50 @@ def test_interrupt_during_a_pause_continues_and_stops_everything(out_dir: Path) 
         out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
     _nothing_left(watch)
+
+
+@pytest.mark.slow
+def test_restart_workers_starts_a_worker_that_died_outside_the_harness_again(out_dir: Path) -> None:
+    # an OOM kill, say: the test SIGKILLs worker-0 itself, the harness did not; --restart-workers starts
+    # it again as `restart: on-failure` would, and the run loses nothing
+    args = ["run", "--backends", "arq", "--output", str(out_dir), *LOAD, "--requests", "1500", "--task-timeout", "2",
+            "--restart-workers"]
+    with harness_cli(args) as proc, watched(proc.pid) as watch:
+        from taskbench.wait import wait_until
+
+        first = wait_until(lambda: next(iter(watch.worker_states), None), 120, what="worker-0", interval=0.05)
+        # into the load: the worker's start and the warm-up take 2-3 s, the load 15 s (100 requests/s)
+        time.sleep(5.0)
+        os.kill(first, 9)
+        out, _ = proc.communicate(timeout=300)
+    results = list(out_dir.glob("*/result.json"))
+    assert results, out
+    (case,) = json.loads(results[0].read_text())["cases"]
+    assert len(case["revived"]) == 1, (case["revived"], out)
+    assert f"(pid {first}) exited on its own with code -9" in case["revived"][0]
+    assert len(watch.worker_states) == 2, watch.worker_states  # the killed worker and the one started again
+    assert case["summary"]["lost"] == 0 and case["status"] == "ok", (case["summary"], case["failures"])
+    assert proc.returncode == 0, out
+    _nothing_left(watch)
+
+
+def test_revive_starts_an_exited_process_again(tmp_path: Path) -> None:
+    import sys
+
+    from taskbench.harness.processes import ProcessSet
+    from taskbench.wait import wait_until
+
+    script = tmp_path / "once.py"  # exits with 3 the first time, then stays up
+    script.write_text("import os, sys, time\n"
+                      f"mark = {str(tmp_path / 'ran')!r}\n"
+                      "if not os.path.exists(mark):\n    open(mark, 'w').close(); sys.exit(3)\n"
+                      "time.sleep(60)\n")
+    with ProcessSet(dict(os.environ), stop_timeout=5) as procs:
+        old = procs.start("worker-0", [sys.executable, str(script)], tmp_path / "w.log")
+        wait_until(lambda: not old.alive(), 30, what="the first run to exit")
+        assert [p.name for p in procs.dead()] == ["worker-0"]
+        new, code = procs.revive("worker-0")
+        assert code == 3 and new.pid != old.pid and new.alive()
+        assert procs.dead() == [] and procs.get("worker-0") is new
+        pid = new.pid
+    assert not psutil.pid_exists(pid)

@@ -37,6 +37,7 @@ from taskiq.receiver import Receiver
 from taskiq.serializers import JSONSerializer
 from taskiq_redis import RedisStreamBroker
 
+from taskbench.backends._redis import reconnecting
 from taskbench.backends._worker import stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
@@ -85,7 +86,9 @@ def _rabbit_names(settings: Settings) -> tuple[str, str, str]:
     return base, base, f"{base}.dead_letter"
 
 
-def make_broker(settings: Settings) -> AsyncBroker:
+def make_broker(settings: Settings, *, worker: bool = False) -> AsyncBroker:
+    """The run's broker; a ``worker``'s Redis connections retry through a broker restart (a lost
+    connection, a Redis still loading its AOF), where the API's keep redis-py's defaults."""
     if settings.broker == "rabbitmq":
         from taskiq_aio_pika import AioPikaBroker, Exchange, Queue
 
@@ -110,6 +113,7 @@ def make_broker(settings: Settings) -> AsyncBroker:
         xread_block=BLOCK_MS,
         idle_timeout=int(settings.task_timeout * 1000),
         max_connection_pool_size=settings.redis_max_connections,
+        **(reconnecting() if worker else {}),
     )
     streamed: AsyncBroker = broker.with_serializer(JSONSerializer())
     return streamed
@@ -135,7 +139,7 @@ class TaskiqBackend:
 
     async def run_worker(self, ctx: WorkerContext) -> None:
         settings = ctx.settings
-        broker = make_broker(settings)
+        broker = make_broker(settings, worker=True)
         execute = ctx.execute
 
         async def run(payload: dict[str, Any]) -> None:

@@ -48,6 +48,7 @@ def run(
     timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
     http_metrics: Annotated[bool, params.option("http_metrics")] = params.default("http_metrics"),
     idempotency: Annotated[bool, params.option("idempotency")] = params.default("idempotency"),
+    restart_workers: Annotated[bool, params.option("restart_workers")] = params.default("restart_workers"),
     task_timeout: Annotated[float, params.option("task_timeout")] = params.default("task_timeout"),
     enqueue_timeout: Annotated[float, params.option("enqueue_timeout")] = params.default("enqueue_timeout"),
     fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
@@ -83,7 +84,7 @@ def run(
             output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout,
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
             idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,
-            fault=Fault.parse(fault) if fault else None,
+            fault=Fault.parse(fault) if fault else None, restart_workers=restart_workers,
         )
     except ValueError as exc:
         fail(str(exc))

@@ -87,6 +87,7 @@ class RunConfig:
     api_port: int | None = None
     http_metrics: bool = True
     idempotency: bool = True
+    restart_workers: bool = False  # a worker that exits on its own is started again (a supervisor)
     placement: Placement = field(default_factory=Placement)
     # per component ("api", "workers"): cgroup limits applied once the stack is ready
     limits: dict[str, Limit] = field(default_factory=dict)

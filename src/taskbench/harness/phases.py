@@ -18,7 +18,7 @@ from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
 from taskbench.harness.keys import delete_run_keys
-from taskbench.harness.processes import ProcessSet
+from taskbench.harness.processes import Managed, ProcessSet
 from taskbench.harness.scrape import cross_check
 from taskbench.harness.stalls import Patient, read_patiently, redis_errors, server_of
 from taskbench.ledger import Ledger
@@ -47,9 +47,16 @@ def warm_up(template: RequestTemplate, load: LoadSpec, requests: int, *, procs: 
         raise HarnessError(f"warm-up: none of {warm.requests} requests was accepted "
                            f"(errors: {warm.errors}); see the logs in {logs}")
     patient = Patient(server_of(client), say, purpose="the warm-up's tasks")
-    wait_until(lambda: patient.call(lambda: ledger.executed_count(client) >= warm.ok, False), timeout,
-               what="the warm-up's tasks", abort=lambda: "a process died" if procs.dead() else None,
-               raise_on_timeout=False)
+
+    def died() -> str | None:
+        dead = procs.dead()
+        return ", ".join(f"{p.name} exited with code {p.exit_code()} (log: {p.log_path})" for p in dead) or None
+
+    try:
+        wait_until(lambda: patient.call(lambda: ledger.executed_count(client) >= warm.ok, False), timeout,
+                   what="the warm-up's tasks", abort=died, raise_on_timeout=False)
+    except WaitTimeoutError as exc:  # a process died: said in one line, not a traceback
+        raise HarnessError(f"warm-up: {exc}") from None
     return warm.ok
 
 
@@ -60,10 +67,16 @@ class Drain:
     drained: bool
     deadline: float
     failures: list[str] = field(default_factory=list)
+    #: workers that exited on their own and were started again, one line each
+    revived: list[str] = field(default_factory=list)
+
+
+#: ``--restart-workers`` starts exited workers again at most this many times a case (a crash loop ends)
+MAX_REVIVALS = 10
 
 
 def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accepted: list[str], load_end: float,
-          timeout: float, say: Say) -> Drain:
+          timeout: float, say: Say, revive: Callable[[Managed], str] | None = None) -> Drain:
     """Wait until every accepted id ran, nothing is left that could run them, or the timeout passes.
 
     A Redis that does not answer is "not drained yet": retried with backoff, within the same deadline.
@@ -88,6 +101,11 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
 
     def hopeless() -> str | None:
         for proc in procs.dead():
+            if revive is not None and proc.name.startswith("worker") and len(result.revived) < MAX_REVIVALS:
+                line = revive(proc)  # a supervisor's restart: the case goes on, the result says so
+                result.revived.append(line)
+                say(line)
+                continue
             if proc.name not in reported:
                 reported.add(proc.name)
                 msg = f"{proc.name} died during the run (exit code {proc.exit_code()})"
@@ -161,7 +179,7 @@ def read_ledger(client: Any, ledger: Ledger, *, say: Say,
 
 
 def check_metrics(client: Any, settings: Settings, port: int, executions: int,
-                  fault: FaultRecord | None) -> tuple[MetricsCheck, list[str]]:
+                  fault: FaultRecord | None, revived: list[str] | None = None) -> tuple[MetricsCheck, list[str]]:
     """The processes' own counters against the ledger: succeeded == executions. Returns the check and failures."""
     urls = {"api": f"http://127.0.0.1:{port}/metrics"}
     patient = Patient(server_of(client), lambda _: None, purpose="the workers' metrics URLs")
@@ -179,6 +197,10 @@ def check_metrics(client: Any, settings: Settings, port: int, executions: int,
         # before it caught up: the counters cannot be the account of a fault run
         checked.note = (f"{fault.target} was hit by {fault.fault} mid-run, so its counters are incomplete; "
                         "the ledger's audit is the account of this run")
+        return checked, []
+    if revived:  # the exited worker's counters went with it
+        checked.note = (f"{len(revived)} worker exit(s) during the run, started again (--restart-workers): "
+                        "the exited process's counters are gone; the ledger's audit is the account of this run")
         return checked, []
     succeeded = checked.totals.get("taskbench_tasks_succeeded_total", 0)
     return checked, [f"metrics disagree with the ledger: {succeeded:.0f} tasks succeeded by the workers' "

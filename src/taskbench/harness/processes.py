@@ -85,6 +85,17 @@ class ProcessSet:
             self.procs.append(proc)
         return proc
 
+    def revive(self, name: str) -> tuple[Managed, int | None]:
+        """Start again a process that exited on its own, as a supervisor would (``restart: on-failure``):
+        what is left of its group is stopped, it is filed with the killed, and the new one has its name,
+        command, log (appended) and cores. Returns the new process and the old one's exit code."""
+        with self._lock:
+            old = next(p for p in self.procs if p.name == name and not p.alive())
+            self.procs.remove(old)
+            self.killed.append(old)
+        code = old.stop(timeout=0, first=signal.SIGKILL)  # children its exit left behind, by group id
+        return self.restart(name), code
+
     def dead(self) -> list[Managed]:
         return [p for p in self.procs if not p.alive()]
 

@@ -194,7 +194,8 @@ class Runner:
                     else:
                         drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
                                         accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
-                                        say=say)
+                                        say=say, revive=self._supervisor(stack) if cfg.restart_workers else None)
+                        case.revived = drained.revived
                 promise = promise_of(name, cfg.broker, durable=case.durable)
                 # a fault may lose what the backend does not promise to keep: those never come, so a
                 # drain that waited for them in vain is the loss (audited), not a failure of its own
@@ -221,7 +222,7 @@ class Runner:
                         load_times = {k: v for k, v in rows.times.items() if not k.startswith(WARMUP_PREFIX)}
                         case.fault = broker_restart.sent_before(case.fault, load_times)
                     case.metrics, metric_failures = check_metrics(client, settings, port, sum(rows.counts.values()),
-                                                                  case.fault)
+                                                                  case.fault, case.revived)
                     failures += metric_failures
                 case.limits = stack.limit_records()
                 case.fault_limits = fault_limits
@@ -276,6 +277,21 @@ class Runner:
         injector = Injector(fault, stack.procs, ready=ready, restarted=restarted,
                             ready_timeout=self.config.startup_timeout, broker=broker)
         return injector, restarted_limits
+
+
+    def _supervisor(self, stack: Stack) -> Callable[[Managed], str]:
+        """``--restart-workers``: a worker that exited on its own is started again with the limits it
+        had, as a supervisor with ``restart: on-failure`` would; the line says what happened."""
+        limit = self.config.limits.get("workers")
+
+        def revive(proc: Managed) -> str:
+            new, code = stack.procs.revive(proc.name)
+            if limit is not None:
+                stack.limit_process(new, limit, track=False)
+            return (f"{proc.name} (pid {proc.pid}) exited on its own with code {code}; started again as "
+                    f"pid {new.pid} (--restart-workers)")
+
+        return revive
 
 
 def describe_load(spec: LoadSpec) -> str:

@@ -79,6 +79,8 @@ class QueueCase(CaseBase):
     placement: dict[str, list[int] | None] = {}
     fault: FaultRecord | None = None
     fault_limits: dict[str, LimitRecord] = {}
+    #: workers that exited on their own and were started again (``--restart-workers``), one line each
+    revived: list[str] = []
     metrics: MetricsCheck | None = None
     cleanup: Cleanup | None = None
     load: Load | None = None

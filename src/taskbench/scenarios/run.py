@@ -187,4 +187,5 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         warmup=p["warmup"], drain_timeout=p["drain_timeout"], placement=Placement.parse("auto"),
         limits=case.limits, task_timeout=p["task_timeout"], enqueue_timeout=p["enqueue_timeout"],
         idempotency=p["idempotency"], fault=Fault.parse(p["fault"]) if p["fault"] else None,
+        restart_workers=p["restart_workers"],
     )
