@@ -36,3 +36,12 @@ def healthy(port: int) -> bool:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+def listening(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something accepts TCP connections on host:port."""
+    try:
+        socket.create_connection((host, port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True

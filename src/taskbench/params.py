@@ -156,6 +156,9 @@ SCHEMA: Final[tuple[Param, ...]] = (
     Param(name="redis_fsync", type=str, default="always", choices=FSYNC_POLICIES,
           help="the embedded broker Redis's AOF fsync policy (none: no persistence); only always keeps every "
                "acknowledged task across a broker restart", cli=True, kinds=_Q),
+    Param(name="broker_delay", type=float, bounds=(0.0, 1000.0),
+          help="milliseconds added each way between the API/workers and the broker, through a delaying TCP "
+               "proxy (0: through the proxy with no delay; unset: direct)", cli=True, kinds=_Q),
     Param(name="io_delay", type=float, default=0.0, bounds=(0.0, 60.0), help="simulated I/O seconds per task",
           cli=True, kinds=_Q, env="IO_DELAY"),
     Param(name="cpu_iterations", type=int, default=200_000, bounds=(0, 100_000_000),
@@ -179,12 +182,14 @@ SCHEMA: Final[tuple[Param, ...]] = (
           cli=True, kinds=_Q, env="IDEMPOTENCY"),
     Param(name="http_metrics", type=bool, default=True, help="the API's HTTP request metrics middleware",
           cli=True, env="METRICS", components=("api",)),
-    Param(name="restart_workers", type=bool, default=False,
+    Param(name="restart_workers", type=bool,
           help="start again a worker that exits on its own during the load or the drain, as a supervisor "
-               "(restart: on-failure) would; off: its exit fails the case", cli=True, kinds=_Q),
+               "(the seed's compose: restart: on-failure) would; off: its exit fails the case. Default: on "
+               "with --fault, off without", cli=True, kinds=_Q),
     Param(name="api_port", type=int, bounds=(1, 65535), help="API port (default: a free one)", cli=True),
-    Param(name="fault", type=str, help="KIND@T, KIND@T+D or KIND@T/P: kill-worker@T[/P], kill-api@T, pause-worker@T+D, "
-          "stall-broker@T+D (docs/faults.md)",
+    Param(name="fault", type=str, help="KIND@T, KIND@T+D or KIND@T/P: kill-worker@T (or @T/P), kill-api@T, "
+          "pause-worker@T+D, stall-broker@T+D, restart-broker@T, restart-broker-term@T; "
+          "delay-broker=Xms is --broker-delay X (docs/faults.md)",
           cli=True, kinds=_Q, attr=""),  # RunConfig holds it parsed
     # -- the http scenarios' app and server --
     Param(name="endpoint", type=str,

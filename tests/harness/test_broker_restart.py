@@ -84,7 +84,7 @@ def test_without_persistence_a_restart_empties_the_broker(tmp_path: Path) -> Non
 
 def test_restart_is_refused_where_the_harness_does_not_own_the_broker(tmp_path: Path) -> None:
     assert Fault.parse("restart-broker@2").target == "broker"
-    assert "only the embedded broker Redis" in (broker_restart.problem("restart-broker", "rabbitmq", None) or "")
+    assert "--broker-url" in (broker_restart.problem("restart-broker", "rabbitmq", None) or "")
     assert "--redis-url" in (broker_restart.problem("restart-broker-term", "redis", None) or "")
     assert broker_restart.problem("kill-worker", "redis", None) is None
 
@@ -121,3 +121,24 @@ def test_a_run_through_a_broker_restart_loses_nothing_with_fsync_always(out_dir:
     assert code == 0, out
     _, alive = psutil.wait_procs(started, timeout=10)
     assert not alive, [p.pid for p in alive]
+
+
+def test_a_scenario_case_switches_the_broker_persistence_and_a_restart_keeps_it(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path / "redis.log", fsync="none")
+    server.start(dict(os.environ))
+    try:
+        server.set_fsync("always")
+        client = redis.Redis.from_url(server.url)
+        config = client.config_get("append*")
+        assert (config["appendonly"], config["appendfsync"]) == ("yes", "always")
+        client.rpush("queued", *range(10))
+        client.close()
+        broker_restart.restart("restart-broker", server, FaultRecord(fault="restart-broker@1"))
+        client = redis.Redis.from_url(server.url)
+        assert client.llen("queued") == 10  # the AOF turned on at run time brought them back
+        server.set_fsync("none")
+        assert client.config_get("appendonly") == {"appendonly": "no"} and server.fsync is None
+        client.close()
+        assert "appendonly no" in server.config_path.read_text()
+    finally:
+        server.stop()

@@ -150,3 +150,13 @@ def test_dead_worker_is_reported_not_hidden(redis_url: str, out_dir: Path) -> No
     assert f'href="{result["run_id"]}/report.html"' in (out_dir / "index.html").read_text()
     # off a terminal, progress is plain lines
     assert "[arq] drain: done in" in out
+
+
+@pytest.mark.parametrize("command", ["run", "scenarios", "report", "compare", "overhead", "drain", "up", "serve",
+                                     "worker", "backends", "ceiling"])
+def test_every_commands_help_prints(command: str) -> None:
+    # rich renders option help as markup: a "[/P]" in a help text once made `run --help` a traceback
+    out = subprocess.run([sys.executable, "-m", "taskbench", command, "--help"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0 and "Usage" in out.stdout and "Traceback" not in out.stdout + out.stderr, \
+        out.stdout[-500:] + out.stderr[-500:]

@@ -155,7 +155,9 @@ def test_stalled_broker_answers_nothing_until_the_stall_ends(private_redis: str,
 
 
 def test_stall_of_a_broker_the_harness_does_not_own_is_refused(out_dir: Path) -> None:
+    # the machine's RabbitMQ, named: never frozen (without --broker-url the harness starts a private one)
     with harness_cli(["run", "--backends", "celery", "--broker", "rabbitmq", "--output", str(out_dir),
+                      "--broker-url", "amqp://guest:guest@127.0.0.1:5672/",
                       "--requests", "100", "--fault", "stall-broker@1+1"]) as proc:
         out, _ = proc.communicate(timeout=300)
     assert proc.returncode != 0

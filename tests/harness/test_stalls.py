@@ -130,3 +130,37 @@ def test_warm_up_waits_through_redis_timeouts(client: redis.Redis, redis_url: st
     assert said[0].startswith(f"waiting for {server_of(client)} for the warm-up's tasks"), said
     assert said[-1].startswith(f"{server_of(client)} answers again after"), said
 
+
+
+def test_a_quiet_drain_stops_when_no_task_runs_any_more(client: redis.Redis, run_id: str) -> None:
+    # a restarted broker without persistence forgot "b": with quiet set, the drain ends 1 s after the
+    # last execution instead of waiting out its 30 s timeout, and says why
+    ledger = _ledger(client, run_id, ["a"])
+    started = time.monotonic()
+    with ProcessSet(dict(os.environ)) as procs:
+        result = drain(procs, client, ledger, target=2, accepted=["a", "b"], load_end=time.time(), timeout=30,
+                       say=lambda _: None, quiet=1.0)
+    assert not result.drained and time.monotonic() - started < 10
+    assert result.failures == ["no task ran for 1 s: the rest will not come"]
+
+
+def test_supervised_starts_an_exited_worker_again_during_the_load(tmp_path: Path) -> None:
+    import sys
+
+    from taskbench.harness.phases import supervised
+    from taskbench.wait import wait_until
+
+    said: list[str] = []
+    with ProcessSet(dict(os.environ)) as procs:
+        procs.start("worker-0", [sys.executable, "-c", "import time; time.sleep(0.3)"], tmp_path / "w.log")
+        procs.start("api", [sys.executable, "-c", "import time; time.sleep(0.3)"], tmp_path / "a.log")
+
+        def revive(proc: Any) -> str:
+            new, code = procs.revive(proc.name)
+            return f"{proc.name} exited with code {code}; started again as pid {new.pid}"
+
+        with supervised(procs, revive, said.append, interval=0.05) as lines:
+            wait_until(lambda: len(lines) >= 1, 10, what="a revival")
+            time.sleep(0.5)  # the API's exit is not the supervisor's business
+        assert lines and lines == said and all(line.startswith("worker-0 exited with code 0") for line in lines)
+        assert any(p.name == "api" and not p.alive() for p in procs.procs)

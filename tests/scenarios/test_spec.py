@@ -22,15 +22,19 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_every_shipped_scenario_loads() -> None:
     names = {p.stem for p in shipped()}
     assert names == {"background-impact", "backends", "backends-awaited", "endpoint-styles",
-                     "endpoint-styles-workers", "middleware", "servers-and-threads", "celery-pools", "faults"}
+                     "endpoint-styles-workers", "middleware", "servers-and-threads", "celery-pools", "faults",
+                     "faults-broker", "broker-delay"}
     for path in shipped():
         scenario = load(path)
         assert scenario.name == path.stem
         assert scenario.cases
         labels = [c.label for c in scenario.cases]
         assert len(set(labels)) == len(labels), f"{path.stem}: two cases share a label"
-        if path.stem == "faults":  # no article killed anything
+        if path.stem in ("faults", "faults-broker"):  # no article killed anything
             assert all(c.params["fault"] for c in scenario.cases)
+            continue
+        if path.stem == "broker-delay":  # nor delayed its broker
+            assert sorted({c.params["broker_delay"] for c in scenario.cases}) == [0.0, 1.0, 5.0]
             continue
         assert scenario.article.get("source")
         labels = [c.label for c in scenario.cases]

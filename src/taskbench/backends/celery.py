@@ -143,7 +143,7 @@ class CeleryBackend:
         def run(payload: dict[str, Any]) -> None:
             execute(payload)  # a pool thread: the task runs on the process's loop
 
-        ready, done, stopped = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        ready, done = asyncio.Event(), asyncio.Event()
 
         def on_ready(_: Any) -> None:  # the consumer is consuming
             loop.call_soon_threadsafe(ready.set)
@@ -166,15 +166,16 @@ class CeleryBackend:
             finally:
                 loop.call_soon_threadsafe(done.set)
 
-        def halt() -> None:
-            try:
-                worker.stop()
-            finally:
-                loop.call_soon_threadsafe(stopped.set)
-
         def stop() -> None:
-            # warm shutdown blocks until running tasks finish, and they need this loop: not here
-            threading.Thread(target=halt, name="taskbench-celery-stop", daemon=True).start()
+            # Celery's own warm shutdown, as its SIGTERM handler does it: the flag is seen by the
+            # consumer thread between two reads of the broker (within 2 s), which then stops the
+            # worker itself (the running tasks finish on this loop). Calling worker.stop() from another
+            # thread raced the consumer for the AMQP socket: the consumer read the close-ok of the
+            # remote-control channel, and the stopping thread waited for it forever (RabbitMQ; seen
+            # with py-spy in Pidbox.stop -> Channel.close -> drain_events), so it was SIGKILLed.
+            from celery.worker import state
+
+            state.should_stop = 0  # EX_OK
 
         threading.Thread(target=serve, name="taskbench-celery-worker", daemon=True).start()
         with stop_requested(stop) as stopping:
@@ -184,12 +185,11 @@ class CeleryBackend:
             await ctx.ready()
             await _first(done, stopping)
             # Running tasks may finish within the stop timeout; what is left is redelivered. The
-            # consumer thread returns as soon as it stops consuming, before the pool's warm shutdown
-            # has let the running tasks finish: wait for the stop itself, or leaving would end this
-            # loop under the tasks (they would fail with CancelledError and be acknowledged).
+            # consumer thread stops the worker itself (warm: the pool lets running tasks finish) and
+            # only then returns: wait for it, or leaving would end this loop under the tasks (they
+            # would fail with CancelledError and be acknowledged).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopped.wait() if stopping.is_set() else done.wait(),
-                                       settings.shutdown_timeout)
+                await asyncio.wait_for(done.wait(), settings.shutdown_timeout)
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
         if settings.broker != "redis":

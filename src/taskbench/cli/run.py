@@ -39,6 +39,7 @@ def run(
     broker: Annotated[str, params.option("broker")] = params.default("broker"),
     broker_url: Annotated[str | None, params.option("broker_url")] = params.default("broker_url"),
     redis_fsync: Annotated[str, params.option("redis_fsync")] = params.default("redis_fsync"),
+    broker_delay: Annotated[float, params.option("broker_delay")] = params.default("broker_delay"),
     output: Annotated[Path, typer.Option(help="folder for results and logs")] = Path("results"),
     keep: Annotated[bool, typer.Option(help="keep the run's Redis keys")] = False,
     warmup: Annotated[int, params.option("warmup")] = params.default("warmup"),
@@ -48,7 +49,7 @@ def run(
     timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
     http_metrics: Annotated[bool, params.option("http_metrics")] = params.default("http_metrics"),
     idempotency: Annotated[bool, params.option("idempotency")] = params.default("idempotency"),
-    restart_workers: Annotated[bool, params.option("restart_workers")] = params.default("restart_workers"),
+    restart_workers: Annotated[bool | None, params.option("restart_workers")] = params.default("restart_workers"),
     task_timeout: Annotated[float, params.option("task_timeout")] = params.default("task_timeout"),
     enqueue_timeout: Annotated[float, params.option("enqueue_timeout")] = params.default("enqueue_timeout"),
     fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
@@ -68,19 +69,22 @@ def run(
         fail("--profile applies to a scenario: give --scenario NAME as well")
 
     from taskbench.harness.config import Placement, RunConfig, load_spec
-    from taskbench.harness.faults import Fault
+    from taskbench.harness.faults import Fault, delay_of
     from taskbench.harness.runner import Runner
     from taskbench.report.table import render
 
     console = Console(stderr=True)
     try:  # the options' ranges and choices are checked once, by load_spec and RunConfig, from the schema
+        delay = delay_of(fault) if fault else None
+        if delay is not None:  # --fault delay-broker=Xms is --broker-delay X: the delay lasts the whole case
+            fault, broker_delay = None, delay
         load = load_spec({"model": model, "users": users, "rate": rate, "ramp": ramp, "requests": requests,
                           "duration": duration, "driver_processes": driver_processes, "timeout": timeout})
         config = RunConfig(
             backends=tuple(backend_names(backends)), workload=workload, load=load, workers=workers,
             concurrency=concurrency, enqueue_mode=enqueue_mode,  # type: ignore[arg-type]
             io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
-            broker=broker, broker_url=broker_url, redis_fsync=redis_fsync,  # type: ignore[arg-type]
+            broker=broker, broker_url=broker_url, redis_fsync=redis_fsync, broker_delay=broker_delay,  # type: ignore[arg-type]
             output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout,
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
             idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,

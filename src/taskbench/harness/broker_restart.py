@@ -1,4 +1,4 @@
-"""``restart-broker@T``: the broker Redis stops mid-load and starts again on the same port and data.
+"""``restart-broker@T``: the broker stops mid-load and starts again on the same port and data.
 
 ``restart-broker@T`` SIGKILLs the embedded broker redis-server (a crash: only what its AOF holds
 survives, so ``--redis-fsync`` decides what is lost); ``restart-broker-term@T`` sends SIGTERM (a clean
@@ -6,21 +6,24 @@ stop: Redis writes and fsyncs its AOF before it exits). The server starts again 
 config file, port, password and data folder; the API and the workers reconnect by themselves. The
 ledger is on the other embedded server, so the audit still sees every execution.
 
-Only the broker the harness started can be restarted: a user's Redis (``--redis-url``,
-``--broker-url``) or a RabbitMQ/NATS broker is refused before any case starts.
+RabbitMQ and NATS (``--broker rabbitmq|nats``): the harness starts a private server for the run
+(:mod:`.broker_servers`) and restarts that one with its data folder. Only a broker the harness
+started can be restarted: a user's Redis (``--redis-url``, ``--broker-url``) or a RabbitMQ/NATS
+server named with ``--broker-url`` is refused before any case starts.
 """
 
 from __future__ import annotations
 
 import signal
-import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import psutil
 
+from taskbench.harness.broker_servers import PrivateBroker
 from taskbench.harness.redis_server import EmbeddedRedis
+from taskbench.net import listening
 from taskbench.results import BrokerRestart, FaultRecord
 
 if TYPE_CHECKING:
@@ -29,18 +32,22 @@ if TYPE_CHECKING:
 #: fault kind -> the signal that stops the broker
 SIGNALS = {"restart-broker": signal.SIGKILL, "restart-broker-term": signal.SIGTERM}
 KINDS = {
-    "restart-broker": "SIGKILL the embedded broker Redis, then start it again on the same port and AOF",
-    "restart-broker-term": "SIGTERM the embedded broker Redis (a clean stop), then start it again",
+    "restart-broker": "SIGKILL the broker server the harness started (Redis, or a private RabbitMQ/NATS), "
+                      "then start it again on the same port and data",
+    "restart-broker-term": "SIGTERM the broker server the harness started (a clean stop), then start it again",
 }
 
 
-def problem(kind: str, broker: str, server: EmbeddedRedis | None) -> str | None:
+Server = EmbeddedRedis | PrivateBroker
+
+
+def problem(kind: str, broker: str, server: Server | None) -> str | None:
     """Why ``kind`` cannot be injected on this run (None: it can)."""
     if kind not in SIGNALS:
         return None
-    if broker != "redis":
-        return (f"--fault {kind}: only the embedded broker Redis can be restarted, not {broker} "
-                "(the machine's shared servers are never restarted)")
+    if broker != "redis" and server is None:
+        return (f"--fault {kind}: a {broker} server named with --broker-url is never restarted; without "
+                "--broker-url the harness starts a private one for the run")
     if server is None:
         return (f"--fault {kind}: needs the embedded broker Redis; a Redis given with --redis-url or "
                 "--broker-url is never restarted")
@@ -59,23 +66,16 @@ def action(kind: str) -> Callable[[FaultContext], None]:
     def restart_broker(ctx: FaultContext) -> None:
         server = ctx.broker.server if ctx.broker else None
         if server is None:
-            raise RuntimeError(f"{kind}: no embedded broker Redis to restart")
+            raise RuntimeError(f"{kind}: no broker server of the harness's to restart")
         restart(kind, server, ctx.record, timeout=ctx.ready_timeout)
     return restart_broker
 
 
-def _refused(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-    except OSError:
-        return True
-    return False
-
-
-def restart(kind: str, server: EmbeddedRedis, record: FaultRecord, *, timeout: float = 60.0) -> None:
+def restart(kind: str, server: Server, record: FaultRecord, *, timeout: float = 60.0) -> None:
     """Stop ``server`` with the kind's signal, prove it is gone, start it again; fill ``record``."""
     sig = SIGNALS[kind]
-    info = BrokerRestart(signal=sig.name, port=server.port, fsync=server.fsync or "none", old_pid=server.proc.pid)
+    info = BrokerRestart(signal=sig.name, port=server.port, fsync=server.fsync or "none", old_pid=server.proc.pid,
+                         broker=getattr(server, "kind", "redis"))
     record.broker_restart = info
     record.at = time.time()
     record.injected = True
@@ -85,14 +85,15 @@ def restart(kind: str, server: EmbeddedRedis, record: FaultRecord, *, timeout: f
     record.killed_pid = old_pid
     if not psutil.pid_exists(old_pid):
         info.proof.append(f"pid {old_pid} is gone (exit code {code})")
-    if _refused(server.port):
+    if not listening(server.port):
         info.proof.append(f"127.0.0.1:{server.port} refused connections")
     new_pid = server.start_again(timeout=timeout)
     info.up_at = time.time()
     info.new_pid = record.restarted_pid = new_pid
     info.down_s = info.up_at - info.down_at
     record.ready_after_s = info.up_at - record.at
-    info.proof.append(f"pid {new_pid} answered PING on 127.0.0.1:{server.port} after {info.down_s:.2f} s")
+    answered = "answered PING" if isinstance(server, EmbeddedRedis) else "listened"
+    info.proof.append(f"pid {new_pid} {answered} on 127.0.0.1:{server.port} after {info.down_s:.2f} s")
 
 
 def sent_before(record: FaultRecord, times: Mapping[str, tuple[float, ...]]) -> FaultRecord:

@@ -74,6 +74,7 @@ class RunConfig:
     redis_url: str | None = None
     broker: Broker = "redis"
     broker_url: str | None = None
+    broker_delay: float | None = None  # ms each way through the delay proxy (None: the broker is reached directly)
     redis_fsync: str = "always"  # the embedded broker Redis's AOF policy; "none": no persistence
     output: Path = Path("results")
     keep: bool = False
@@ -87,7 +88,8 @@ class RunConfig:
     api_port: int | None = None
     http_metrics: bool = True
     idempotency: bool = True
-    restart_workers: bool = False  # a worker that exits on its own is started again (a supervisor)
+    #: a worker that exits on its own is started again (a supervisor); None: on with a fault, off without
+    restart_workers: bool | None = None
     placement: Placement = field(default_factory=Placement)
     # per component ("api", "workers"): cgroup limits applied once the stack is ready
     limits: dict[str, Limit] = field(default_factory=dict)
@@ -112,6 +114,13 @@ class RunConfig:
             value = getattr(self, item.name)
             if item.name in checked and value is not None:
                 checked[item.name].check(value)
+
+    @property
+    def supervised(self) -> bool:
+        """Whether exited workers are started again: ``restart_workers``, by default only under a fault
+        (the seed's compose restarts its workers, ``restart: on-failure``; a fault run measures the
+        deployment, a plain run should fail loudly on a worker that dies)."""
+        return self.fault is not None if self.restart_workers is None else self.restart_workers
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

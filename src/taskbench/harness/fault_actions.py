@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from taskbench.harness.broker_servers import PrivateBroker
 from taskbench.harness.processes import Managed, ProcessSet
 from taskbench.harness.redis_server import EmbeddedRedis, describe
 from taskbench.results import FaultRecord
@@ -39,8 +40,15 @@ class Broker:
     kind: str  # redis | rabbitmq | nats
     url: str
     proc: Managed | None = None
-    #: the embedded broker Redis the harness started (``restart-broker`` restarts it)
-    server: EmbeddedRedis | None = None
+    #: the broker server the harness started: the embedded broker Redis, or a private RabbitMQ/NATS
+    #: (``restart-broker`` restarts it, ``stall-broker`` freezes a RabbitMQ/NATS one)
+    server: EmbeddedRedis | PrivateBroker | None = None
+
+    def owned(self) -> Managed | None:
+        """The RabbitMQ/NATS server's process, when the harness started it (its current one, after a restart)."""
+        if isinstance(self.server, PrivateBroker):
+            return self.server.proc
+        return self.proc
 
     def describe(self) -> str:
         return f"{self.kind} at {describe(self.url) if self.kind == 'redis' else self.url}"
@@ -181,11 +189,11 @@ def stall_problem(broker: Broker | None) -> str | None:
     """Why ``stall-broker`` cannot be done on this broker (None: it can)."""
     if broker is None:
         return "stall-broker: the case has no broker"
-    if broker.kind == "redis" or broker.proc is not None:
+    if broker.kind == "redis" or broker.owned() is not None:
         return None
     return (f"stall-broker: the {broker.describe()} is a server the harness did not start, and "
             f"{broker.kind} has no command to pause itself: stalling it would mean freezing a process "
-            "taskbench does not own. Run it against a Redis broker, or a private server the harness starts")
+            "taskbench does not own. Leave out --broker-url: the harness then starts a private server for the run")
 
 
 def stall_broker(ctx: FaultContext) -> None:
@@ -200,9 +208,10 @@ def stall_broker(ctx: FaultContext) -> None:
         ctx.sleep_until((record.at or time.time()) + duration)
         record.proof.append(_redis_answers_again(broker.url, record))
         return
-    assert broker.proc is not None
-    with _group_stopped(broker.proc.pid, record, f"the {broker.kind} server"):
-        record.proof.append(_stopped_proof(broker.proc.pid, f"the {broker.kind} server"))
+    proc = broker.owned()
+    assert proc is not None
+    with _group_stopped(proc.pid, record, f"the {broker.kind} server"):
+        record.proof.append(_stopped_proof(proc.pid, f"the {broker.kind} server"))
         ctx.sleep_until((record.at or time.time()) + duration)
 
 

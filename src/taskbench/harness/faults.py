@@ -80,6 +80,21 @@ def _seconds(text: str, what: str) -> float:
     return value
 
 
+def delay_of(text: str) -> float | None:
+    """``delay-broker=Xms`` (the fault-style spelling of ``--broker-delay X``): X; None for any other fault."""
+    name, sep, value = text.strip().partition("=")
+    if name != "delay-broker":
+        return None
+    number = value.strip().removesuffix("ms")
+    try:
+        delay = float(number) if sep else -1.0
+    except ValueError:
+        delay = -1.0
+    if not 0 <= delay <= 1000:
+        raise ValueError(f"--fault {text!r}: say the delay in milliseconds, 0 to 1000: delay-broker=5ms")
+    return delay
+
+
 @dataclass(frozen=True)
 class Fault:
     kind: str

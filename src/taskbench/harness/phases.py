@@ -6,10 +6,12 @@ The runner (:mod:`taskbench.harness.runner`) puts their values into a :class:`Qu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,11 +77,46 @@ class Drain:
 MAX_REVIVALS = 10
 
 
+@contextlib.contextmanager
+def supervised(procs: ProcessSet, revive: Callable[[Managed], str] | None, say: Say,
+               interval: float = 0.2) -> Iterator[list[str]]:
+    """``--restart-workers`` during the load: a thread that starts again every worker that exited on
+    its own (at most MAX_REVIVALS), as the drain's wait does after it. Yields the lines it wrote."""
+    lines: list[str] = []
+    if revive is None:
+        yield lines
+        return
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(interval) and len(lines) < MAX_REVIVALS:
+            for proc in procs.dead():
+                if not proc.name.startswith("worker") or len(lines) >= MAX_REVIVALS:
+                    continue
+                try:
+                    line = revive(proc)
+                except (StopIteration, KeyError, RuntimeError):  # a fault killed it: the fault restarts it
+                    continue
+                lines.append(line)
+                say(line)
+
+    thread = threading.Thread(target=watch, name="supervisor", daemon=True)
+    thread.start()
+    try:
+        yield lines
+    finally:
+        stop.set()
+        thread.join(10)
+
+
 def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accepted: list[str], load_end: float,
-          timeout: float, say: Say, revive: Callable[[Managed], str] | None = None) -> Drain:
+          timeout: float, say: Say, revive: Callable[[Managed], str] | None = None,
+          quiet: float | None = None) -> Drain:
     """Wait until every accepted id ran, nothing is left that could run them, or the timeout passes.
 
     A Redis that does not answer is "not drained yet": retried with backoff, within the same deadline.
+    ``quiet``: also stop once no task has run for that many seconds (a fault case whose backend promises
+    nothing: what a restarted broker forgot never comes, and waiting out the timeout measures nothing).
     """
     deadline = load_end + timeout
     result = Drain(drained=False, deadline=deadline)
@@ -87,11 +124,16 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
     waiting = accepted
     patient = Patient(server_of(client), say, purpose="the drain's count of executed tasks")
 
+    progress_at, last_count = time.time(), -1
+
     def counted() -> bool:
-        nonlocal waiting
+        nonlocal waiting, progress_at, last_count
         # the count is cheap; it can reach the target early when tasks whose 2xx never reached the
         # driver ran (an API killed between enqueue and answer), so the ids decide
-        if ledger.executed_count(client) >= target:
+        count = ledger.executed_count(client)
+        if count != last_count:
+            progress_at, last_count = time.time(), count
+        if count >= target:
             waiting = ledger.unseen(client, waiting)
             return not waiting
         return False
@@ -111,6 +153,10 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
                 msg = f"{proc.name} died during the run (exit code {proc.exit_code()})"
                 result.failures.append(msg)
                 say(msg)
+        if quiet is not None and time.time() - progress_at > quiet:
+            msg = f"no task ran for {quiet:.0f} s: the rest will not come"
+            result.failures.append(msg)
+            return msg
         workers = [p for p in procs.procs if p.name.startswith("worker")]
         api_dead = any(p.name == "api" for p in procs.dead())
         if (workers and all(not p.alive() for p in workers)) or (api_dead and not workers):
@@ -258,6 +304,9 @@ def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, d
         summary.unexpected, summary.late = audit.categories.unexpected, audit.late
         summary.refused = audit.categories.refused
         summary.e2e_p95_ms = audit.end_to_end_ms.p95
+        first = audit.first_start
+        if first is not None and last is not None and last > first and audit.executed > 1:
+            summary.executed_per_s = audit.executed / (last - first)
     if fault is not None and fault.injected:
         summary.fault = fault.fault
         summary.restart_ready_s = fault.ready_after_s

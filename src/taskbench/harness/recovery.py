@@ -140,14 +140,16 @@ def broken_promises(record: FaultRecord | None, *, lost: int, duplicated: int) -
 AT_MOST_ONCE: frozenset[tuple[str, str]] = frozenset()
 
 
-def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool = True) -> Promise:
+def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool = True, why: str = "") -> Promise:
     """What ``backend`` on ``broker`` promises across a fault, as taskbench configures it.
 
     ``durable``: the 2xx is sent after the broker holds the task (a queue backend, ``awaited`` enqueue).
     ``broker_keeps``: the broker keeps what it holds across the fault (False: a restart of a broker
-    without persistence).
+    without persistence). ``why``: the case's reason for ``durable`` False (its ``durability`` text).
     """
     if not durable:
+        if why:
+            return Promise(keeps_accepted=False, no_duplicates=False, text=f"{backend}: {why} (nothing is promised)")
         what = "background tasks" if backend == "background" else f"{backend} with the enqueue after the response"
         return Promise(keeps_accepted=False, no_duplicates=False,
                        text=f"{what} (the 2xx comes before the task is safe: nothing is promised)")

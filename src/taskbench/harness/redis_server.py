@@ -177,6 +177,34 @@ class EmbeddedRedis:
             raise HarnessError(f"embedded redis-server ({self.binary}) did not start on port "
                                f"{self.port}: {self.proc.tail(5)}") from None
 
+    def set_fsync(self, fsync: str | None, timeout: float = 30.0) -> None:
+        """Switch the running server's persistence (a scenario's cases may differ): CONFIG SET, the config
+        file rewritten for a later restart, and, when the AOF is turned on, its first rewrite awaited
+        (until it ends the server has no AOF to come back from)."""
+        import redis
+
+        fsync = None if fsync in (None, "none") else fsync
+        if fsync == self.fsync:
+            return
+        client = redis.Redis.from_url(self.url, socket_timeout=timeout)
+        try:
+            if fsync is None:
+                client.config_set("appendonly", "no")
+            else:
+                client.config_set("appendfsync", fsync)
+                client.config_set("appendonly", "yes")
+
+                def rewritten() -> bool:
+                    info = client.info("persistence")
+                    return bool(info.get("aof_enabled")) and not info.get("aof_rewrite_in_progress") \
+                        and not info.get("aof_rewrite_scheduled")
+
+                wait_until(rewritten, timeout, interval=0.05, what=f"{self.name}-server's first AOF rewrite")
+        finally:
+            client.close()
+        self.fsync = fsync
+        self._write_config()
+
     def kill(self, sig: signal.Signals = signal.SIGKILL, timeout: float = 30.0) -> tuple[int, int | None]:
         """Stop the server with ``sig`` (SIGKILL: a crash; SIGTERM: a clean stop that writes the AOF);
         returns its pid and exit code. SIGKILL follows when it outlasts ``timeout``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,14 @@ from typing import Any
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError, broker_restart, progress
+from taskbench.harness.broker_servers import (
+    PrivateBroker,
+    find_broker_server,
+    needs_private_broker,
+    provide_private_broker,
+)
 from taskbench.harness.config import RunConfig
+from taskbench.harness.delay_proxy import BROKER_PORTS, behind, target_of
 from taskbench.harness.envs import ensure_env, project_root, versions
 from taskbench.harness.faults import Broker, Injector
 from taskbench.harness.machine import result_header
@@ -26,6 +34,7 @@ from taskbench.harness.phases import (
     queue_summary,
     read_ledger,
     settle,
+    supervised,
     warm_up,
 )
 from taskbench.harness.pinning import pinned
@@ -35,7 +44,7 @@ from taskbench.harness.redis_server import RunRedis, case_durability, check_brok
 from taskbench.harness.stack import Stack
 from taskbench.harness.stalls import Patient, redis_client, server_of
 from taskbench.ledger import Ledger, audit
-from taskbench.net import check_port_free, free_port, healthy
+from taskbench.net import check_port_free, free_port, healthy, listening
 from taskbench.params import settings_env
 from taskbench.results import FaultRecord, LimitRecord, QueueCase, Result
 from taskbench.settings import Settings
@@ -61,6 +70,7 @@ class Runner:
         self.run_id = run_id or f"{stamp()}-{os.getpid()}"
         self.out_dir = config.output / self.run_id
         self.root = project_root()
+        self.private: PrivateBroker | None = None  # a RabbitMQ/NATS server started for a broker fault
 
     # -- public ---------------------------------------------------------------------------
 
@@ -75,12 +85,15 @@ class Runner:
                            redis_broker=cfg.broker == "redis",
                            say=self.say) as redis:
             result.redis = redis.info
-            if cfg.broker != "redis":
-                broker_url = Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
-                check_broker(cfg.broker, broker_url)
-            problem = cfg.fault.problem(self.broker_of(redis)) if cfg.fault else None
-            if problem:  # before any case starts
-                raise HarnessError(problem)
+            if self._private_needed():  # each case gets a private server: its binary must be there
+                find_broker_server(cfg.broker)
+            else:
+                if cfg.broker != "redis":
+                    broker_url = Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
+                    check_broker(cfg.broker, broker_url)
+                problem = cfg.fault.problem(self.broker_of(redis)) if cfg.fault else None
+                if problem:  # before any case starts
+                    raise HarnessError(problem)
             for index, name in enumerate(cfg.backends):
                 result.cases.append(self.run_case(index, name, pythons[name], redis))
                 write_result(self.result_path(), result)
@@ -88,11 +101,17 @@ class Runner:
         write_result(self.result_path(), result)
         return result
 
+    def _private_needed(self) -> bool:
+        cfg = self.config
+        return needs_private_broker(cfg.broker, cfg.broker_url, cfg.fault.target if cfg.fault else None)
+
     def broker_of(self, redis: RunRedis) -> Broker:
         """The broker the case's tasks travel through (a fault may stall or restart it)."""
         cfg = self.config
         if cfg.broker == "redis":
             return Broker("redis", redis.broker_url, server=redis.broker)
+        if self.private is not None:
+            return Broker(cfg.broker, self.private.url, server=self.private)
         return Broker(cfg.broker, Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address)
 
     def result_path(self) -> Path:
@@ -103,14 +122,58 @@ class Runner:
 
     # -- one case -------------------------------------------------------------------------
 
-    def _settings_env(self, name: str, run_id: str, redis: RunRedis) -> dict[str, str]:
+    def _settings_env(self, name: str, run_id: str, redis: RunRedis, proxy_port: int | None) -> dict[str, str]:
+        cfg = self.config
         given: dict[str, str] = {"backend": name, "run_id": run_id, "redis_url": redis.url}
-        if self.config.broker == "redis":  # the Redis backends' broker: its own server unless shared
+        if cfg.broker == "redis":  # the Redis backends' broker: its own server unless shared
             given["broker_url"] = redis.broker_url
-        return settings_env(self.config, **given)
+        elif self.private is not None:
+            given["broker_url"] = self.private.url
+        if proxy_port is not None:  # --broker-delay: the API and the workers reach it through the proxy
+            given["broker_url"] = behind(self.broker_address(redis), proxy_port)
+        return settings_env(cfg, **given)
+
+    def broker_address(self, redis: RunRedis) -> str:
+        """The broker's real URL (a delay proxy, if any, stands in front of it)."""
+        cfg = self.config
+        if cfg.broker == "redis":
+            return redis.broker_url
+        if self.private is not None:
+            return self.private.url
+        return Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
+
+    def _start_delay_proxy(self, stack: Stack, port: int, redis: RunRedis, logs: Path, say: Say) -> str:
+        """Start the delay proxy (before the API and the workers) and wait until it listens; its line."""
+        cfg = self.config
+        target = target_of(self.broker_address(redis), BROKER_PORTS[cfg.broker])
+        stack.start("broker-delay", [sys.executable, "-m", "taskbench.harness.delay_proxy", "--port", str(port),
+                                     "--target", f"{target[0]}:{target[1]}", "--delay-ms", f"{cfg.broker_delay:g}"],
+                    logs / "broker-delay.log")
+        stack.wait_ready(lambda: listening(port), timeout=30, what=f"the delay proxy on 127.0.0.1:{port}")
+        line = (f"broker behind a delay proxy: {cfg.broker_delay:g} ms each way "
+                f"(127.0.0.1:{port} -> {target[0]}:{target[1]})")
+        say(line)
+        return line
 
     def run_case(self, index: int, name: str, python: Path, redis: RunRedis) -> QueueCase:
         """One backend under ``self.config``, in a fresh set of processes (a scenario swaps the config).
+
+        A fault on a RabbitMQ/NATS broker gets a private server for the case (:mod:`.broker_servers`):
+        never the machine's shared one.
+        """
+        if not self._private_needed():
+            return self._run_case(index, name, python, redis)
+        folder = self.out_dir / "logs" / f"{index}-{name}" / "broker"
+        with provide_private_broker(self.config.broker, folder, cpus=self.config.placement.redis,
+                                    say=lambda text: self.say(f"[{name}] {text}")) as server:
+            self.private = server
+            try:
+                return self._run_case(index, name, python, redis)
+            finally:
+                self.private = None
+
+    def _run_case(self, index: int, name: str, python: Path, redis: RunRedis) -> QueueCase:
+        """:meth:`run_case` on the broker at hand.
 
         Every poll of Redis (readiness, warm-up, drain, the audit's read) waits for a Redis that stalls
         or restarts, with backoff inside its own deadline; one that never answers fails the case.
@@ -119,7 +182,8 @@ class Runner:
         backend = backends.info(name)
         run_id = f"{self.run_id}-{index}-{name}"
         logs = self.out_dir / "logs" / f"{index}-{name}"
-        env_vars = self._settings_env(name, run_id, redis)
+        proxy_port = free_port() if cfg.broker_delay is not None else None
+        env_vars = self._settings_env(name, run_id, redis, proxy_port)
         env_vars["TASKBENCH_METRICS_DIR"] = str(logs / "metrics")
         redis_url = redis.url
         settings = Settings(backend=name, redis_url=redis_url, run_id=run_id)
@@ -147,6 +211,9 @@ class Runner:
         try:
             with stack:
                 with progress.phase(f"[{name}] start"):
+                    if proxy_port is not None:
+                        case.broker_delay_ms = cfg.broker_delay
+                        self._start_delay_proxy(stack, proxy_port, redis, logs, say)
                     for i in range(workers):
                         stack.start(f"worker-{i}", [str(python), "-m", "taskbench", "worker"],
                                     logs / f"worker-{i}.log", role="workers", cpus=cfg.placement.workers)
@@ -174,9 +241,11 @@ class Runner:
                                              note=f"{name} has no worker process to {cfg.fault.kind.split('-')[0]}")
                 load_start = time.time()
                 armed = injector.armed(load_start) if injector else contextlib.nullcontext()
+                supervisor = self._supervisor(stack) if cfg.supervised else None
                 with progress.phase(f"[{name}] load", total=cfg.load.requests, duration=cfg.load.duration,
                                     executed=lambda: executed() - warm_accepted), \
-                        stack.measure(), pinned(cfg.placement.driver), armed:
+                        stack.measure(), pinned(cfg.placement.driver), armed, \
+                        supervised(stack.procs, supervisor, say) as revived_in_load:
                     load = run_load(template, cfg.load, started=injector.started if injector else None)
                 load_end = time.time()
                 if injector is not None:
@@ -192,11 +261,15 @@ class Runner:
                         drained = settle(stack.procs, client, ledger, accepted=load.accepted_ids,
                                          load_end=load_end, timeout=cfg.drain_timeout, say=say)
                     else:
+                        # a fault on a backend that promises nothing: stop once executions stop coming
+                        # (quiet past every redelivery: the task timeout, arq's 10 s on top, a restart)
+                        promised = promise_of(name, cfg.broker, durable=case.durable).keeps_accepted
+                        quiet = None if promised or injector is None else max(15.0, 2 * cfg.task_timeout + 10)
                         drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
                                         accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
-                                        say=say, revive=self._supervisor(stack) if cfg.restart_workers else None)
-                        case.revived = drained.revived
-                promise = promise_of(name, cfg.broker, durable=case.durable)
+                                        say=say, revive=supervisor, quiet=quiet)
+                        case.revived = revived_in_load + drained.revived
+                promise = promise_of(name, cfg.broker, durable=case.durable, why=case.durability)
                 # a fault may lose what the backend does not promise to keep: those never come, so a
                 # drain that waited for them in vain is the loss (audited), not a failure of its own
                 drain_ok = drained.drained or (injector is not None and injector.record.injected

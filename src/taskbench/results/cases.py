@@ -63,6 +63,8 @@ class QueueCase(CaseBase):
     kind: Literal["queue"] = "queue"
     backend: str
     broker: str = "redis"
+    #: --broker-delay: milliseconds each way through the delay proxy (None: the broker was reached directly)
+    broker_delay_ms: float | None = None
     workload: str = "io/simple"
     enqueue_mode: str = "awaited"
     #: the broker's configuration keeps an acknowledged task across a broker restart (issue 13)

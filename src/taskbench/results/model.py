@@ -217,8 +217,9 @@ class BrokerRestart(Model):
 
     signal: str  # SIGKILL (a crash) or SIGTERM (a clean stop)
     port: int
-    fsync: str  # the broker's AOF policy: always | everysec | no | none
+    fsync: str  # Redis: its AOF policy (always | everysec | no | none); RabbitMQ/NATS: what their store keeps
     old_pid: int
+    broker: str = "redis"  # redis | rabbitmq | nats (results before it: redis)
     new_pid: int | None = None
     exit_code: int | None = None
     down_at: float | None = None  # wall clock: the old server was gone (its pid reaped, its port refused)
@@ -330,6 +331,8 @@ class Summary(Model):
     refused: int | None = None  # answered 409: the id was already submitted (not in errors_pct)
     late: int | None = None
     e2e_p95_ms: float | None = None
+    #: the workers' rate: executions per second from the first task's start to the last one's finish
+    executed_per_s: float | None = None
     # queue: an injected fault
     fault: str | None = None
     restart_ready_s: float | None = None

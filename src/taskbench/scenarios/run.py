@@ -81,6 +81,8 @@ class ScenarioRunner:
             for case, config in configs:
                 self.say(f"case {case.index}: {case.label}")
                 runner.config = config
+                if redis.broker is not None:  # each case's --redis-fsync on the embedded broker
+                    redis.broker.set_fsync(config.redis_fsync)
                 data = self._repeat(case, partial(runner.run_case, case.index, case.params["backend"],
                                                   pythons[case.params["backend"]], redis))
                 result.cases.append(self._finish(case, data))
@@ -183,7 +185,7 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         backends=(p["backend"],), workload=p["workload"], load=load_spec(p), workers=p["workers"],
         concurrency=p["concurrency"], enqueue_mode=p["enqueue_mode"], io_delay=p["io_delay"],
         cpu_iterations=p["cpu_iterations"], redis_url=redis_url, broker=p["broker"], output=output,
-        redis_fsync=p["redis_fsync"],
+        redis_fsync=p["redis_fsync"], broker_delay=p["broker_delay"],
         warmup=p["warmup"], drain_timeout=p["drain_timeout"], placement=Placement.parse("auto"),
         limits=case.limits, task_timeout=p["task_timeout"], enqueue_timeout=p["enqueue_timeout"],
         idempotency=p["idempotency"], fault=Fault.parse(p["fault"]) if p["fault"] else None,
