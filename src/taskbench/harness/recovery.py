@@ -123,14 +123,20 @@ def broken_promises(record: FaultRecord | None, *, lost: int, duplicated: int) -
     """Why an injected fault fails its case: what its backend promised and did not keep, or no recovery."""
     if record is None or not record.injected or record.promise is None:
         return []
-    promise, out = record.promise, []
-    if lost and promise.keeps_accepted:
-        out.append(f"{lost} accepted task(s) lost, which {promise.text} promises to keep")
-    if duplicated and promise.no_duplicates:
-        out.append(f"{duplicated} task(s) ran twice, which {promise.text} promises not to do")
+    out = unkept_promises(record.promise, lost=lost, duplicated=duplicated)
     if record.recovered is False:
         out.append(f"{record.target} never recovered from {record.fault}: executions never came back to "
                    f"{RECOVERED_SHARE:.0%} of the {record.pre_fault_rate or 0:.0f}/s before the fault")
+    return out
+
+
+def unkept_promises(promise: Promise, *, lost: int, duplicated: int, cause: str = "") -> list[str]:
+    """What ``promise`` said and a fault (``cause``: one the harness did not inject) did not keep."""
+    out = []
+    if lost and promise.keeps_accepted:
+        out.append(f"{lost} accepted task(s) lost{cause}, which {promise.text} promises to keep")
+    if duplicated and promise.no_duplicates:
+        out.append(f"{duplicated} task(s) ran twice{cause}, which {promise.text} promises not to do")
     return out
 
 

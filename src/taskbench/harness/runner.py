@@ -39,7 +39,7 @@ from taskbench.harness.phases import (
 )
 from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import Managed
-from taskbench.harness.recovery import broken_promises, promise_of, summarize
+from taskbench.harness.recovery import broken_promises, promise_of, summarize, unkept_promises
 from taskbench.harness.redis_server import RunRedis, case_durability, check_broker, provide_redis
 from taskbench.harness.stack import Stack
 from taskbench.harness.stalls import Patient, redis_client, server_of
@@ -314,11 +314,17 @@ class Runner:
         if report is not None and injected:
             # lost and duplicated tasks are judged by what the backend promises (docs/backends.md)
             failures += broken_promises(case.fault, lost=report.lost, duplicated=report.duplicated)
+        # a worker that died on its own (an OOM kill, say) and was started again is a fault the harness did
+        # not inject: its redeliveries are figures too, and a loss fails only where the backend promises
+        died = bool(case.revived) and not injected
+        if report is not None and died:
+            failures += unkept_promises(promise, lost=report.lost, duplicated=report.duplicated,
+                                        cause=" after a worker died")
         case.summary = queue_summary(case.load, report, load_start=load_start, drained=drained.drained,
                                      fault=case.fault)
         case.failures = failures
         # after a fault, or on an unsafe seed wiring, lost and duplicated tasks are the case's figures
-        audit_ok = report is not None and (report.corrupt == 0 if injected or backend.unsafe else report.ok)
+        audit_ok = report is not None and (report.corrupt == 0 if injected or died or backend.unsafe else report.ok)
         case.status = queue_status(case.summary, audit_ok=audit_ok, drained=drain_ok, failures=failures)
         return case
 
