@@ -169,6 +169,10 @@ SCHEMA: Final[tuple[Param, ...]] = (
           env="PROCESSES"),
     Param(name="drain_timeout", type=float, default=120.0, bounds=(1, 3600),
           help="seconds to wait for tasks after the load", cli=True, kinds=_Q),
+    Param(name="drain_stall", type=float, default=60.0, bounds=(5, 3600),
+          help="seconds without a single execution after which the drain stops waiting and counts the rest "
+               "lost (never less than the task timeout + 30 s, when a dead worker's tasks come back)",
+          cli=True, kinds=_Q),
     Param(name="shutdown_timeout", type=float, default=10.0, bounds=(0.0, 600.0),
           help="seconds a process may take to stop", env="SHUTDOWN_TIMEOUT", attr="stop_timeout"),
     Param(name="task_timeout", type=float, default=60.0, bounds=(1, 86_400),

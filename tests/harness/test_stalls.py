@@ -144,6 +144,19 @@ def test_a_quiet_drain_stops_when_no_task_runs_any_more(client: redis.Redis, run
     assert result.failures == ["no task ran for 1 s: the rest will not come"]
 
 
+def test_a_stalled_drain_stops_and_says_how_many_tasks_never_ran(client: redis.Redis, run_id: str) -> None:
+    # two of three accepted tasks never reach a worker (answered 2xx, the enqueue lost after the answer):
+    # the drain gives up 1 s after the last execution, not at its 30 s timeout, and the case fails
+    ledger = _ledger(client, run_id, ["a"])
+    started = time.monotonic()
+    with ProcessSet(dict(os.environ)) as procs:
+        result = drain(procs, client, ledger, target=3, accepted=["a", "b", "c"], load_end=time.time(), timeout=30,
+                       say=lambda _: None, stall=1.0)
+    assert not result.drained and time.monotonic() - started < 10
+    assert result.failures == ["drain stalled: no task ran for 1 s with 2 accepted tasks not run; stopped waiting "
+                               "(the audit counts them lost)"]
+
+
 def test_supervised_starts_an_exited_worker_again_during_the_load(tmp_path: Path) -> None:
     import sys
 

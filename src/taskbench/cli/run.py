@@ -44,6 +44,7 @@ def run(
     keep: Annotated[bool, typer.Option(help="keep the run's Redis keys")] = False,
     warmup: Annotated[int, params.option("warmup")] = params.default("warmup"),
     drain_timeout: Annotated[float, params.option("drain_timeout")] = params.default("drain_timeout"),
+    drain_stall: Annotated[float, params.option("drain_stall")] = params.default("drain_stall"),
     pin: Annotated[str, typer.Option(help="core placement: auto | off | 'api=0;workers=1;driver=1;redis=0'")] = "auto",
     api_port: Annotated[int | None, params.option("api_port")] = params.default("api_port"),
     timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
@@ -85,7 +86,7 @@ def run(
             concurrency=concurrency, enqueue_mode=enqueue_mode,  # type: ignore[arg-type]
             io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
             broker=broker, broker_url=broker_url, redis_fsync=redis_fsync, broker_delay=broker_delay,  # type: ignore[arg-type]
-            output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout,
+            output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout, drain_stall=drain_stall,
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
             idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,
             fault=Fault.parse(fault) if fault else None, restart_workers=restart_workers,

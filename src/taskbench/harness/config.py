@@ -80,6 +80,8 @@ class RunConfig:
     keep: bool = False
     warmup: int = 200
     drain_timeout: float = 120.0
+    #: the drain stops once no task ran for this long (at least task_timeout + 30 s: redeliveries)
+    drain_stall: float = 60.0
     late_grace: float = 2.0
     startup_timeout: float = 60.0
     stop_timeout: float = 10.0

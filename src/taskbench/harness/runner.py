@@ -267,7 +267,8 @@ class Runner:
                         quiet = None if promised or injector is None else max(15.0, 2 * cfg.task_timeout + 10)
                         drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
                                         accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
-                                        say=say, revive=supervisor, quiet=quiet)
+                                        say=say, revive=supervisor, quiet=quiet,
+                                        stall=max(cfg.drain_stall, cfg.task_timeout + 30))
                         case.revived = revived_in_load + drained.revived
                 promise = promise_of(name, cfg.broker, durable=case.durable, why=case.durability)
                 # a fault may lose what the backend does not promise to keep: those never come, so a

@@ -65,7 +65,7 @@ FIGURES = {
 PARAMETERS: dict[str, dict[str, schema.Param]] = {kind: schema.for_kind(kind) for kind in KINDS}
 # the keys that say how a case is loaded, not what it is: left out of the labels made of varying keys
 _LOAD_KEYS = frozenset(p.name for p in schema.SCHEMA if p.kinds == ("queue", "http") and p.name != "limits") \
-    | {"drain_timeout", "label", "repeat"}
+    | {"drain_timeout", "drain_stall", "label", "repeat"}
 TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits", "profile"}
 
 

@@ -1,9 +1,11 @@
 """Pure ASGI middleware that refuses oversized request bodies before the app reads them.
 
-The body is read here, counting the bytes as they stream in, and handed on only when it is complete
-and within the limit: a ``Content-Length`` over the limit and a chunked body that grows past it get
-the same 413 with a JSON message. (Raising from a wrapped ``receive`` instead is not enough: FastAPI
-catches what its body parser raises and answers 400 "There was an error parsing the body".)
+A body whose ``Content-Length`` is within the limit goes through untouched (the server delivers no
+more than it declares). Any other body (chunked) is read here, counting the bytes as they stream in,
+and handed on only when it is complete and within the limit: a ``Content-Length`` over the limit and
+a chunked body that grows past it get the same 413 with a JSON message. (Raising from a wrapped
+``receive`` instead is not enough: FastAPI catches what its body parser raises and answers 400 "There
+was an error parsing the body".)
 Bodies are small here (16 KiB by default), so holding one in memory costs nothing.
 """
 
@@ -23,10 +25,21 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        declared = None
         for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._refuse(send)
-                return
+            if name == b"content-length":
+                if value.isdigit() and int(value) > self.max_bytes:
+                    await self._refuse(send)
+                    return
+                declared = value
+            elif name == b"transfer-encoding":
+                declared = None
+                break
+        if declared is not None and declared.isdigit():
+            # the server frames the body by its Content-Length (the bytes after it are the next request):
+            # within the limit as declared, it cannot grow past it, so it goes through unread and uncopied
+            await self.app(scope, receive, send)
+            return
         chunks: list[bytes] = []
         seen = 0
         while True:
