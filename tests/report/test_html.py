@@ -59,3 +59,19 @@ def test_scenario_bars_carry_the_article_and_the_spread() -> None:
     assert "article" in queue and "RPS per case" in queue
     http = render(load(samples / "v1-scenario-http.json"))
     assert "3: 2244–4694" in http  # the spread of three runs, in the table
+
+
+def test_bars_with_long_case_labels_keep_room_for_the_bars() -> None:
+    # a scenario's labels run to ~120 characters; unwrapped, matplotlib collapsed the axes to nothing
+    # ("constrained_layout not applied because axes sizes collapsed to zero") and the chart was empty
+    import warnings
+
+    from taskbench.report.plots import Bar, bars
+
+    label = "faststream-pubsub at 0.2 CPU / 200 MB, its worker killed at 1.5 s and restarted (UNSAFE seed wiring)"
+    items = [Bar(f"{i}: {label}", 100.0 + i, article=90.0 if i % 2 else None) for i in range(19)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svg = bars("RPS per case", items, "RPS")
+    assert svg.count("<path") > 19  # the bars were drawn
+    assert ">0: faststream-pubsub at 0.2 CPU / 200 MB,<" in svg  # wrapped: the first line of a label

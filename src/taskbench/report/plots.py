@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -33,6 +34,8 @@ matplotlib.rcParams.update({
 })
 
 WIDTH, HEIGHT = 6.4, 2.8  # inches; the page scales the SVG to its column
+#: characters per line of a bar's label
+LABEL_WIDTH = 42
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
@@ -179,7 +182,12 @@ def distribution(title: str, histograms: list[tuple[str, Histogram]], unit: str 
 
 def bars(title: str, items: list[Bar], ylabel: str, *, article_label: str = "article") -> str:
     """One bar per case, the spread of repeated runs as an error bar, the article's figure beside it."""
-    height = 1.0 + (0.5 if any(b.article is not None for b in items) else 0.3) * len(items)
+    # a case's label wrapped to a third of the width: long labels (a scenario's are up to ~120 characters)
+    # would otherwise leave the bars no room at all
+    labels = [textwrap.fill(b.label, LABEL_WIDTH) for b in items]
+    lines = sum(max(1, label.count("\n") + 1) for label in labels)
+    per_line = 0.17
+    height = 1.0 + max((0.5 if any(b.article is not None for b in items) else 0.3) * len(items), per_line * lines)
     fig = _figure(height)
     ax = fig.add_subplot()
     with_article = any(b.article is not None for b in items)
@@ -198,7 +206,7 @@ def bars(title: str, items: list[Bar], ylabel: str, *, article_label: str = "art
         if b.value is not None:
             ax.annotate(f"{b.value:,.0f}" if b.value >= 10 else f"{b.value:.1f}", (b.high or b.value, y - offset),
                         xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
-    ax.set_yticks(ys, [b.label for b in items])
+    ax.set_yticks(ys, labels, fontsize=7 if lines > len(items) else None)
     ax.invert_yaxis()
     ax.set_xlabel(ylabel)
     ax.set_title(title, loc="left")
