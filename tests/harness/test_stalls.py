@@ -139,9 +139,10 @@ def test_a_quiet_drain_stops_when_no_task_runs_any_more(client: redis.Redis, run
     started = time.monotonic()
     with ProcessSet(dict(os.environ)) as procs:
         result = drain(procs, client, ledger, target=2, accepted=["a", "b"], load_end=time.time(), timeout=30,
-                       say=lambda _: None, quiet=1.0)
+                       say=lambda _: None, stall=1.0)
     assert not result.drained and time.monotonic() - started < 10
-    assert result.failures == ["no task ran for 1 s: the rest will not come"]
+    assert result.failures == ["drain stalled: no task ran for 1 s with 1 accepted tasks not run; stopped waiting "
+                               "(the audit counts them lost)"]
 
 
 def test_a_stalled_drain_stops_and_says_how_many_tasks_never_ran(client: redis.Redis, run_id: str) -> None:

@@ -111,15 +111,13 @@ def supervised(procs: ProcessSet, revive: Callable[[Managed], str] | None, say: 
 
 def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accepted: list[str], load_end: float,
           timeout: float, say: Say, revive: Callable[[Managed], str] | None = None,
-          quiet: float | None = None, stall: float | None = None) -> Drain:
+          stall: float | None = None) -> Drain:
     """Wait until every accepted id ran, nothing is left that could run them, or the timeout passes.
 
     A Redis that does not answer is "not drained yet": retried with backoff, within the same deadline.
-    ``quiet``: also stop once no task has run for that many seconds (a fault case whose backend promises
-    nothing: what a restarted broker forgot never comes, and waiting out the timeout measures nothing).
-    ``stall``: stop once no task has run for that many seconds, whatever the backend promises: the
-    tasks not run by then are counted lost and the case fails (a worker that stopped consuming, or
-    tasks answered 2xx that never reached the broker), instead of waiting out a long ``timeout``.
+    ``stall``: also stop once no task has run for that many seconds (a worker that stopped consuming,
+    tasks answered 2xx that never reached the broker, what a restarted broker forgot): the tasks not
+    run by then are the audit's lost ones, instead of waiting out a long ``timeout``.
     """
     deadline = load_end + timeout
     result = Drain(drained=False, deadline=deadline)
@@ -156,10 +154,6 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
                 msg = f"{proc.name} died during the run (exit code {proc.exit_code()})"
                 result.failures.append(msg)
                 say(msg)
-        if quiet is not None and time.time() - progress_at > quiet:
-            msg = f"no task ran for {quiet:.0f} s: the rest will not come"
-            result.failures.append(msg)
-            return msg
         if stall is not None and time.time() - progress_at > stall:
             left = max(0, target - last_count) if last_count >= 0 else target
             msg = (f"drain stalled: no task ran for {stall:.0f} s with {left} accepted tasks not run; "

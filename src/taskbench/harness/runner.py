@@ -261,14 +261,16 @@ class Runner:
                         drained = settle(stack.procs, client, ledger, accepted=load.accepted_ids,
                                          load_end=load_end, timeout=cfg.drain_timeout, say=say)
                     else:
-                        # a fault on a backend that promises nothing: stop once executions stop coming
-                        # (quiet past every redelivery: the task timeout, arq's 10 s on top, a restart)
+                        # stop once executions stop coming (--drain-stall, past a dead worker's redelivery);
+                        # sooner after a fault on a backend that promises nothing (past every redelivery:
+                        # the task timeout, arq's 10 s on top, a restart)
                         promised = promise_of(name, cfg.broker, durable=case.durable).keeps_accepted
-                        quiet = None if promised or injector is None else max(15.0, 2 * cfg.task_timeout + 10)
+                        stall = max(cfg.drain_stall, cfg.task_timeout + 30)
+                        if not promised and injector is not None:
+                            stall = min(stall, max(15.0, 2 * cfg.task_timeout + 10))
                         drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
                                         accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
-                                        say=say, revive=supervisor, quiet=quiet,
-                                        stall=max(cfg.drain_stall, cfg.task_timeout + 30))
+                                        say=say, revive=supervisor, stall=stall)
                         case.revived = revived_in_load + drained.revived
                 promise = promise_of(name, cfg.broker, durable=case.durable, why=case.durability)
                 # a fault may lose what the backend does not promise to keep: those never come, so a

@@ -185,7 +185,7 @@ def bars(title: str, items: list[Bar], ylabel: str, *, article_label: str = "art
     # a case's label wrapped to a third of the width: long labels (a scenario's are up to ~120 characters)
     # would otherwise leave the bars no room at all
     labels = [textwrap.fill(b.label, LABEL_WIDTH) for b in items]
-    lines = sum(max(1, label.count("\n") + 1) for label in labels)
+    lines = sum(label.count("\n") + 1 for label in labels)
     per_line = 0.17
     height = 1.0 + max((0.5 if any(b.article is not None for b in items) else 0.3) * len(items), per_line * lines)
     fig = _figure(height)
