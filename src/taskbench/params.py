@@ -171,7 +171,7 @@ SCHEMA: Final[tuple[Param, ...]] = (
           help="seconds to wait for tasks after the load", cli=True, kinds=_Q),
     Param(name="drain_stall", type=float, default=60.0, bounds=(5, 3600),
           help="seconds without a single execution after which the drain stops waiting and counts the rest "
-               "lost (never less than the task timeout + 30 s, when a dead worker's tasks come back)",
+               "lost (never less than twice the task timeout + 10 s, when a dead worker's tasks come back)",
           cli=True, kinds=_Q),
     Param(name="shutdown_timeout", type=float, default=10.0, bounds=(0.0, 600.0),
           help="seconds a process may take to stop", env="SHUTDOWN_TIMEOUT", attr="stop_timeout"),

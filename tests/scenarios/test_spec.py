@@ -22,19 +22,17 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_every_shipped_scenario_loads() -> None:
     names = {p.stem for p in shipped()}
     assert names == {"background-impact", "backends", "backends-awaited", "endpoint-styles",
-                     "endpoint-styles-workers", "middleware", "servers-and-threads", "celery-pools", "faults",
-                     "faults-broker", "broker-delay"}
+                     "endpoint-styles-workers", "middleware", "servers-and-threads", "celery-pools", "faults"}
     for path in shipped():
         scenario = load(path)
         assert scenario.name == path.stem
         assert scenario.cases
         labels = [c.label for c in scenario.cases]
         assert len(set(labels)) == len(labels), f"{path.stem}: two cases share a label"
-        if path.stem in ("faults", "faults-broker"):  # no article killed anything
-            assert all(c.params["fault"] for c in scenario.cases)
-            continue
-        if path.stem == "broker-delay":  # nor delayed its broker
-            assert sorted({c.params["broker_delay"] for c in scenario.cases}) == [0.0, 1.0, 5.0]
+        if path.stem == "faults":  # no article killed anything, nor delayed its broker
+            assert all(c.params.get("fault") or "broker_delay" in c.params for c in scenario.cases)
+            assert sorted({c.params["broker_delay"] for c in scenario.cases if "broker_delay" in c.params}) == [
+                0.0, 1.0, 5.0]
             continue
         assert scenario.article.get("source")
         labels = [c.label for c in scenario.cases]
@@ -117,6 +115,12 @@ def test_resolve_by_name_and_path(tmp_path: Path) -> None:
          "say when"),
         ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\n[[article.rows]]\n"
          "match = { backend = 'arq' }\nspeed = 3\n", 10, "unknown figure 'speed'"),
+        ("[defaults]\nworkload = 'io/simple'\nduration = 1\n[[matrix]]\nbackend = ['arq']\n[[matrix]]\n"
+         "backend = ['saq']\nusers = 0\n", 11, "users must be between 1 and 10000"),
+        ("[defaults]\nworkload = 'io/simple'\nduration = 1\n[[matrix]]\nbackend = ['arq']\n[[matrix]]\n"
+         "backend = []\n", 10, "non-empty list"),
+        ("[defaults]\nworkload = 'io/simple'\nduration = 1\n[[matrix]]\nbackend = ['arq']\n[[matrix]]\n"
+         "backend = 'saq'\n", 9, "needs at least one list"),
     ],
 )
 def test_mistakes_name_the_line(tmp_path: Path, body: str, line: int, fragment: str) -> None:
@@ -241,3 +245,84 @@ def test_the_thread_limit_can_be_set_the_seed_s_way() -> None:
     via = {c.label: c.params.get("thread_limit_via") for c in cases if c.params.get("thread_limit")}
     assert via["uvicorn, limit 200 via RunVar (the article's line)"] == "runvar"
     assert via["uvicorn, limit 200 via current_default_thread_limiter()"] is None
+
+
+def test_matrix_blocks_cross_their_own_lists_and_fix_their_scalars(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEAD + """
+        [defaults]
+        workload = "io/simple"
+        duration = 5
+        [[matrix]]
+        backend = ["arq", "saq"]
+        fault = ["kill-worker@1", "kill-api@1"]
+        [[matrix]]
+        backend = ["arq", "celery"]
+        broker_delay = [0.0, 5.0]
+        requests = 400
+        duration = 30
+        [[case]]
+        backend = "dramatiq"
+    """)
+    scenario = load(path)
+    params = [c.params for c in scenario.cases]
+    assert len(params) == 9
+    assert params[0] == {"workload": "io/simple", "duration": 5, "backend": "arq", "fault": "kill-worker@1"}
+    assert [p["fault"] for p in params[:4]] == ["kill-worker@1", "kill-api@1"] * 2
+    assert params[4] == {"workload": "io/simple", "duration": 30, "requests": 400, "backend": "arq",
+                         "broker_delay": 0.0}, "a block's scalar overrides the defaults for its cases only"
+    assert [(p["backend"], p["broker_delay"]) for p in params[4:8]] == [
+        ("arq", 0.0), ("arq", 5.0), ("celery", 0.0), ("celery", 5.0)]
+    assert params[8] == {"workload": "io/simple", "duration": 5, "backend": "dramatiq"}
+    assert "requests" not in params[0] and "broker_delay" not in params[8]
+
+
+def test_cases_are_selected_by_number_range_and_label(tmp_path: Path) -> None:
+    from taskbench.scenarios import select
+
+    path = _write(tmp_path, HEAD + """
+        [defaults]
+        workload = "io/simple"
+        duration = 5
+        label = "{backend}, {fault}"
+        [matrix]
+        fault = ["kill-worker@1", "kill-api@1"]
+        backend = ["arq", "saq", "celery"]
+    """)
+    scenario = load(path)
+    assert select(scenario, "0,3") == [0, 3]
+    assert select(scenario, "1-3, 5") == [1, 2, 3, 5]
+    assert select(scenario, "kill-api") == [3, 4, 5]
+    assert select(scenario, "CELERY,0") == [0, 2, 5], "words match labels whatever their case"
+    assert select(scenario, "saq") == [1, 4]
+    assert select(scenario, "saq,kill-worker") == [0, 1, 2, 4], "items add up"
+    for text, fragment in [("6", "cases 0..5"), ("4-9", "cases 0..5"), ("3-1", "cases 0..5"),
+                           ("dramatiq", "no case number, range or label"), (",", "selects no case")]:
+        with pytest.raises(ValueError, match=fragment):
+            select(scenario, text)
+
+
+def test_the_faults_scenario_covers_the_matrix_of_issue_14() -> None:
+    """Every queue backend × every fault on Redis, RabbitMQ and NATS where a backend uses them, and the
+    delay sweep: one scenario (its run time is in docs/faults.md)."""
+    from taskbench import backends
+
+    scenario = resolve("faults")
+    queues = {name for name in backends.available() if backends.info(name).has_worker}
+    assert len(queues) == 7
+    on_redis = {(c.params["backend"], c.params.get("fault"), c.params.get("redis_fsync"),
+                 c.params.get("broker_delay")) for c in scenario.cases if c.params.get("broker", "redis") == "redis"}
+    for backend in queues:
+        for fault in ("kill-worker@2", "kill-worker@2/2", "pause-worker@2+5", "stall-broker@2+2",
+                      "kill-api@2"):
+            assert (backend, fault, None, None) in on_redis, (backend, fault)
+        for fsync in ("always", "none"):
+            assert (backend, "restart-broker@2", fsync, None) in on_redis, (backend, fsync)
+        for delay in (0.0, 1.0, 5.0):
+            assert (backend, None, None, delay) in on_redis, (backend, delay)
+    others = {(c.params["backend"], c.params["broker"], c.params["fault"]) for c in scenario.cases
+              if c.params.get("broker", "redis") != "redis"}
+    assert {("faststream", "rabbitmq", "restart-broker@2"), ("taskiq", "rabbitmq", "restart-broker@2"),
+            ("celery", "rabbitmq", "restart-broker@2"), ("celery", "rabbitmq", "stall-broker@2+2"),
+            ("faststream", "nats", "restart-broker@2"), ("faststream", "nats", "stall-broker@2+2")} <= others
+    paused = [c for c in scenario.cases if str(c.params.get("fault", "")).startswith("pause-worker")]
+    assert all(c.params["workers"] == 2 for c in paused), "a paused worker's tasks go to the other one"

@@ -56,7 +56,9 @@ def run(
     fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
     scenario: Annotated[str | None, typer.Option(
         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
-    cases: Annotated[str | None, typer.Option(help="with --scenario: only these case numbers, e.g. 0,3")] = None,
+    cases: Annotated[str | None, typer.Option(
+        help="with --scenario: only these cases: numbers, ranges or label words, e.g. 0,3,7-13,restart-broker",
+    )] = None,
     profile: Annotated[str | None, params.option("profile")] = params.default("profile"),
 ) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
@@ -104,7 +106,7 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
     from rich.markup import escape
 
     from taskbench.report.scenario import render
-    from taskbench.scenarios import ScenarioError, resolve
+    from taskbench.scenarios import ScenarioError, resolve, select
     from taskbench.scenarios.run import ScenarioRunner
 
     console = Console(stderr=True)
@@ -112,10 +114,7 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
         found = resolve(name, profile)
         selected = None
         if cases:
-            try:
-                selected = [int(c) for c in cases.split(",") if c.strip()]
-            except ValueError:
-                raise ValueError(f"--cases takes case numbers like 0,3, not {cases!r}") from None
+            selected = select(found, cases)
         runner = ScenarioRunner(found, output=output, redis_url=redis_url, cases=selected,
                                 say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
     except (ScenarioError, ValueError) as exc:

@@ -80,7 +80,7 @@ class RunConfig:
     keep: bool = False
     warmup: int = 200
     drain_timeout: float = 120.0
-    #: the drain stops once no task ran for this long (at least task_timeout + 30 s: redeliveries)
+    #: the drain stops once no task ran for this long (at least 2 × task_timeout + 10 s: redeliveries)
     drain_stall: float = 60.0
     late_grace: float = 2.0
     startup_timeout: float = 60.0

@@ -265,9 +265,9 @@ class Runner:
                         # sooner after a fault on a backend that promises nothing (past every redelivery:
                         # the task timeout, arq's 10 s on top, a restart)
                         promised = promise_of(name, cfg.broker, durable=case.durable).keeps_accepted
-                        stall = max(cfg.drain_stall, cfg.task_timeout + 30)
+                        stall = max(cfg.drain_stall, redelivery_bound(cfg.task_timeout))
                         if not promised and injector is not None:
-                            stall = min(stall, max(15.0, 2 * cfg.task_timeout + 10))
+                            stall = redelivery_bound(cfg.task_timeout)
                         drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
                                         accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
                                         say=say, revive=supervisor, stall=stall)
@@ -302,6 +302,8 @@ class Runner:
                     failures += metric_failures
                 case.limits = stack.limit_records()
                 case.fault_limits = fault_limits
+                with progress.phase(f"[{name}] stop"):  # the API first, then the workers (SIGTERM)
+                    stack.stop()
         finally:
             case.exit_codes = dict(stack.exit_codes)
             case.cleanup = clean_up(client, settings, backend, keep=cfg.keep, purge_on_broker=cfg.broker != "redis",
@@ -374,6 +376,13 @@ class Runner:
                     f"pid {new.pid} (--restart-workers)")
 
         return revive
+
+
+def redelivery_bound(task_timeout: float) -> float:
+    """Seconds without an execution after which no dead or frozen worker's task can still come back:
+    every backend redelivers within its task timeout (arq: + 10 s, its in-progress key); twice that plus
+    10 s leaves room for a restart and a poll. The shortest ``--drain-stall`` the drain takes."""
+    return max(15.0, 2 * task_timeout + 10)
 
 
 def describe_load(spec: LoadSpec) -> str:

@@ -9,7 +9,7 @@ of repeated runs beside the article's figure; fault runs mark the fault and the 
 from __future__ import annotations
 
 from taskbench.histogram import Histogram
-from taskbench.report import plots
+from taskbench.report import matrix, plots
 from taskbench.report.page import cell, document, esc, facts, figure, flatten, table
 from taskbench.report.scenario import RANKED_HEADER, columns, limits_summary, machine_line
 from taskbench.report.table import fault_line
@@ -33,7 +33,11 @@ def render(result: Result) -> str:
         return html(result)
     title = (f"taskbench scenario {result.scenario.name}" if result.scenario else "taskbench run") + \
         f" {result.run_id}"
-    parts = [f"<h1>{esc(title)}</h1>", header(result), "<h2>Summary</h2>", summary_table(result)]
+    parts = [f"<h1>{esc(title)}</h1>", header(result)]
+    grid = matrix.build(result)
+    if len(grid.cells) > 1:  # a fault scenario: the grid first, the case rows after it
+        parts += ["<h2>Fault matrix</h2>", f"<div class=\"scroll\">{matrix.html_table(grid)}</div>"]
+    parts += ["<h2>Summary</h2>", summary_table(result)]
     parts += notes(result)
     parts.append(setup(result))
     if result.scenario is not None:

@@ -35,6 +35,10 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; overflow-wrap: any
 .plots figure { margin: 0; } svg.plot { width: 100%; height: auto; display: block; }
 code { font-size: .92em; background: #f3f3f3; padding: 0 3px; border-radius: 3px; }
 section.case { break-inside: avoid-page; }
+table.matrix td { text-align: left; white-space: nowrap; } table.matrix th[scope=row] { text-align: left; }
+table.matrix td.ok { background: #e8f5e9; } table.matrix td.errors { background: #fff4e0; }
+table.matrix td.failed { background: #fdecea; color: var(--bad); font-weight: 600; }
+table.matrix td.none { color: var(--muted); text-align: center; } p.legend { color: var(--muted); font-size: .9em; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11px; }
   .plots { grid-template-columns: 1fr 1fr; } .plots figure, table, dl { break-inside: avoid; }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from taskbench.report import matrix
 from taskbench.report.formats import RATE
 from taskbench.report.formats import fmt as _fmt
 from taskbench.results import CaseBase, Result, Summary
@@ -141,6 +142,9 @@ def render(result: Result, console: Console | None = None) -> None:
             row.append(str(article.get("note", "")))
         table.add_row(*row)
     console.print(table)
+    grid = matrix.build(result)
+    if len(grid.cells) > 1:
+        console.print(matrix.rich_table(grid, title=f"fault matrix of {name} (case numbers after #)"))
     art = result.scenario.article if result.scenario else {}
     if art.get("source"):
         console.print(f"[dim]article: {art['source']}[/]")
@@ -240,4 +244,7 @@ def markdown(result: Result) -> str:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
     series = series_lines(result)
     extra = "".join(f"- {line}\n" for line in series) + ("\n" if series else "")
+    grid = matrix.build(result)
+    if len(grid.cells) > 1:
+        extra += "Fault matrix:\n\n" + matrix.markdown(grid) + "\n"
     return "\n".join(lines) + "\n\n" + extra + machine_line(result) + "\n"

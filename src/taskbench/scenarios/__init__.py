@@ -30,4 +30,33 @@ def resolve(name_or_path: str, profile: str | None = None) -> Scenario:
     return load(path, profile)
 
 
-__all__ = ["FILES", "Scenario", "ScenarioError", "load", "resolve", "shipped"]
+def select(scenario: Scenario, text: str) -> list[int]:
+    """``--cases``: the case numbers that ``text`` names, in the scenario's order.
+
+    Comma-separated items, each a case number (``3``), a range (``7-13``) or words that a case's label
+    contains (``restart-broker``, ``arq on redis``; any case, whole label). Raises ValueError naming the
+    item that selects nothing or is out of range."""
+    count = len(scenario.cases)
+    chosen: set[int] = set()
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        first, dash, last = item.partition("-")
+        if first.strip().isdigit() and (not dash or last.strip().isdigit()):
+            low, high = int(first), int(last) if dash else int(first)
+            if low > high or high >= count:
+                raise ValueError(f"--cases {item!r}: the scenario has cases 0..{count - 1}")
+            chosen.update(range(low, high + 1))
+            continue
+        found = {c.index for c in scenario.cases if item.lower() in c.label.lower()}
+        if not found:
+            raise ValueError(f"--cases {item!r}: no case number, range or label matches it "
+                             "(`taskbench scenarios` lists the cases)")
+        chosen |= found
+    if not chosen:
+        raise ValueError(f"--cases {text!r} selects no case")
+    return sorted(chosen)
+
+
+__all__ = ["FILES", "Scenario", "ScenarioError", "load", "resolve", "select", "shipped"]

@@ -18,6 +18,12 @@ A scenario file::
     backend = ["arq", "saq"]
     limits = ["small"]
 
+    # or several blocks, each crossing its own lists; a block's single values are its cases' own
+    # [[matrix]]
+    # backend = ["arq", "saq"]
+    # broker_delay = [0.0, 5.0]
+    # requests = 500
+
     [[case]]                  # extra cases: defaults + these values
     backend = "arq"
     enqueue_mode = "after-response"
@@ -185,19 +191,19 @@ class _Builder:
             raise self.fail(f"unknown kind {kind!r}; known: {', '.join(KINDS)}", "", "kind")
         limit_sets = self._limits(kind)
         defaults = self._table("defaults")
-        matrix = self._table("matrix")
-        for key, values in matrix.items():
-            if not isinstance(values, list) or not values:
-                raise self.fail(f"matrix value of {key!r} must be a non-empty list", "matrix", key)
+        blocks = self._matrices()
         extra = data.get("case", [])
         if not isinstance(extra, list):
             raise self.fail("'case' must be an array of tables ([[case]])", "", "case")
         params_def = PARAMETERS[kind]
         for key, value in defaults.items():
             self._check(kind, key, value, limit_sets, "defaults", key)
-        for key, values in matrix.items():
-            for value in values:
-                self._check(kind, key, value, limit_sets, "matrix", key)
+        for nth, (crossed, fixed) in enumerate(blocks):
+            for key, values in crossed.items():
+                for value in values:
+                    self._check(kind, key, value, limit_sets, "matrix", key, nth)
+            for key, value in fixed.items():
+                self._check(kind, key, value, limit_sets, "matrix", key, nth)
         for nth, entry in enumerate(extra):
             if not isinstance(entry, dict):
                 raise self.fail("each [[case]] must be a table", "case", "", nth)
@@ -208,10 +214,10 @@ class _Builder:
             raise ScenarioError(f"{self.path}: no profile {self.profile!r}; defined: "
                                 f"{', '.join(profiles) or 'none'}")
         raw: list[dict[str, Any]] = []
-        keys = list(matrix)
-        if keys or not extra:
-            for combo in itertools.product(*(matrix[k] for k in keys)):
-                raw.append({**defaults, **dict(zip(keys, combo, strict=True))})
+        for crossed, fixed in blocks or ([({}, {})] if not extra else []):
+            keys = list(crossed)
+            for combo in itertools.product(*(crossed[k] for k in keys)):
+                raw.append({**defaults, **fixed, **dict(zip(keys, combo, strict=True))})
         raw.extend({**defaults, **entry} for entry in extra)
         if self.profile:
             raw = [_apply(profiles[self.profile], params) for params in raw]
@@ -277,6 +283,31 @@ class _Builder:
                             *where) from None
         except (ValueError, IndexError) as exc:
             raise self.fail(f"label {template!r}: {exc}", *where) from None
+
+    def _matrices(self) -> list[tuple[dict[str, list[Any]], dict[str, Any]]]:
+        """The matrix blocks as (crossed lists, fixed values): one ``[matrix]`` table, whose every value
+        is a list, or ``[[matrix]]`` blocks, each crossing its lists and giving its scalars to its cases."""
+        value = self.data.get("matrix")
+        if value is None:
+            return []
+        if isinstance(value, dict):
+            for key, values in value.items():
+                if not isinstance(values, list) or not values:
+                    raise self.fail(f"matrix value of {key!r} must be a non-empty list", "matrix", key)
+            return [(value, {})]
+        if not isinstance(value, list) or not all(isinstance(block, dict) for block in value):
+            raise self.fail("'matrix' must be a table ([matrix]) or an array of tables ([[matrix]])", "", "matrix")
+        blocks = []
+        for nth, block in enumerate(value):
+            crossed = {k: v for k, v in block.items() if isinstance(v, list)}
+            for key, values in crossed.items():
+                if not values:
+                    raise self.fail(f"matrix value of {key!r} must be a non-empty list", "matrix", key, nth)
+            if not crossed:
+                raise self.fail("a [[matrix]] block needs at least one list of values to cross "
+                                "(a single case is a [[case]])", "matrix", "", nth)
+            blocks.append((crossed, {k: v for k, v in block.items() if k not in crossed}))
+        return blocks
 
     def _table(self, name: str) -> dict[str, Any]:
         value = self.data.get(name, {})
