@@ -113,7 +113,20 @@ def build(result: Result) -> Matrix:
             if order.get(cell.status, 2) < order.get(matrix.cells[key].status, 2):
                 continue
         matrix.cells[key] = cell
+    # the columns in the order of the faults' kinds (a scenario's extra cases come after its matrix),
+    # each kind's variants in the order they first appeared
+    matrix.columns.sort(key=lambda column: _rank(column))
     return matrix
+
+
+#: the order of the columns: the worker's faults, the broker's, the API's, then the broker's distance
+KIND_ORDER = ("kill-worker", "pause-worker", "stall-broker", "restart-broker", "restart-broker-term", "kill-api",
+              "delay")
+
+
+def _rank(column: str) -> int:
+    kind = column.split("@")[0].split(" ")[0]
+    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
 
 
 _STYLE = {"ok": "green", "errors": "yellow", "failed": "bold red"}
