@@ -19,7 +19,6 @@ from taskbench.backends.base import DuplicateTask
 from taskbench.messages import WORKLOADS, TaskMessage
 from taskbench.service.broker import BrokerDownError
 from taskbench.service.claims import KnownTask, known_task
-from taskbench.service.limits import BodySizeLimit
 from taskbench.service.messages import (
     HEALTH_RESPONSES,
     TASK_RESPONSES,
@@ -83,7 +82,7 @@ async def claim_within(store: Store, task_id: str, deadline: float) -> bool:
     if claims is None:
         return False
     try:
-        async with asyncio.timeout_at(deadline):
+        with store.deadlines.at(deadline):
             await claims.claim(task_id)
     except TimeoutError:
         await claims.unknown(task_id)  # the HSETNX may still land: a retry must not run it again
@@ -109,7 +108,7 @@ async def enqueue_within(store: Store, task: TaskMessage, later: BackgroundTasks
     claims = store.claims if claimed else None
     clock = time.perf_counter()
     try:
-        async with asyncio.timeout_at(deadline):
+        with store.deadlines.at(deadline):  # asyncio.timeout_at's semantics, without a timer per request
             await store.producer.enqueue(task, later)
     except DuplicateTask:
         if claims is not None:  # ours by the claim, yet the library holds one: it is accepted
@@ -138,9 +137,19 @@ async def _enqueue_later(store: Store, task: TaskMessage, later: BackgroundTasks
         log.warning("after-response enqueue of %s: %s", task.task_id, getattr(exc, "detail", exc))
 
 
+class _NothingAfter(BackgroundTasks):
+    """``later`` where nothing runs after the response (a worker backend, the enqueue awaited): one
+    shared instance that refuses work, so that a backend that starts to use it fails at once."""
+
+    def add_task(self, func: Any, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("this API runs nothing after its responses (awaited enqueue, a worker backend)")
+
+
+NOTHING_AFTER: Final = _NothingAfter()
+
+
 async def incr(
     request: Request,
-    later: BackgroundTasks,
     body: Annotated[TaskIn | None, Body()] = None,
 ) -> Response:
     # the store straight from the lifespan state (the ASGI scope's ``state``), not through ``StoreDep``
@@ -170,8 +179,12 @@ async def incr(
         enqueued_at=body.enqueued_at if body.enqueued_at is not None else time.time(),
     )
     mode_name = store.settings.enqueue_mode
+    # what runs after the response (the seed's BackgroundTask, or the background backend's task): ours,
+    # not a FastAPI parameter, so that a response with nothing to run after it builds and awaits nothing
+    later = BackgroundTasks() if store.runs_after_response else NOTHING_AFTER
     deadline = asyncio.get_running_loop().time() + store.settings.enqueue_timeout
-    claimed = await claim_within(store, task.task_id, deadline)
+    # no coroutine at all where the API keeps no claims (the library refuses a known id itself)
+    claimed = store.claims is not None and await claim_within(store, task.task_id, deadline)
     if mode_name == "after-response":
         # The seed's BackgroundTask(enqueue): the client gets 2xx before the broker has the task.
         later.add_task(_enqueue_later, store, task, later, claimed)
@@ -182,7 +195,8 @@ async def incr(
     # and pydantic-core's encoder is faster than the json module's JSONResponse
     return Response(to_json({
         "status": "accepted", "task_id": task.task_id, "backend": store.settings.backend, "mode": mode_name,
-        "durable": store.durability.durable}), status_code=202, media_type="application/json")
+        "durable": store.durability.durable}), status_code=202, media_type="application/json",
+        background=later if later.tasks else None)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -207,8 +221,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_api_route("/api/v1/incr/{kind}/{mode}/{backend}", incr, methods=["POST"], status_code=202,
                       response_model=Accepted, responses=TASK_RESPONSES,
                       openapi_extra={"parameters": PATH_PARAMETERS})
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     from taskbench.service.monitoring import instrument
 
-    instrument(app, http=settings.metrics)
+    # the body limit, in the HTTP metrics' middleware when they are on (one layer fewer)
+    instrument(app, http=settings.metrics, max_bytes=settings.max_body_bytes)
     return app

@@ -6,6 +6,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from taskbench.service.limits import PASS, REFUSE, BodySizeLimit, declared, limited, refuse
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -24,23 +26,36 @@ EXCLUDED = frozenset({"/metrics", "/health"})
 
 
 class HttpMetrics:
-    """``http_requests_total`` (method, status, handler) and ``http_request_duration_highr_seconds``.
+    """``http_requests_total`` (method, status, handler) and ``http_request_duration_highr_seconds``, and
+    the request body limit (``limits.py``) in the same layer.
 
     The same metrics prometheus-fastapi-instrumentator's defaults give, at a fraction of its cost per
     request: the handler is the template of the route that served the request, which the router leaves
     in ``scope["route"]``, where the instrumentator matched every route a second time; the label
-    children are looked up once per label set; nothing else is built per request.
+    children are looked up once per label set; nothing else is built per request. The body limit is
+    checked here rather than in a middleware of its own: every layer is a coroutine frame that each of
+    a request's awaits (the body, every round trip to the broker) passes through again.
     """
 
-    def __init__(self, app: ASGIApp, requests: Any, latency: Any) -> None:
+    def __init__(self, app: ASGIApp, requests: Any, latency: Any, max_bytes: int) -> None:
         self.app = app
         self._requests = requests
         self._latency = latency
+        self.max_bytes = max_bytes
         self._children: dict[tuple[str, int, str], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in EXCLUDED:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        verdict = declared(scope["headers"], self.max_bytes)
+        if scope["path"] in EXCLUDED:
+            if verdict == PASS:
+                await self.app(scope, receive, send)
+            elif verdict == REFUSE:
+                await refuse(send, self.max_bytes)
+            else:
+                await limited(self.app, self.max_bytes, scope, receive, send)
             return
         status = 500  # what the client gets when the app raises before answering
 
@@ -52,7 +67,12 @@ class HttpMetrics:
 
         started = time.perf_counter()
         try:
-            await self.app(scope, receive, send_status)
+            if verdict == PASS:  # the usual request: straight on, no frame of the limit's own
+                await self.app(scope, receive, send_status)
+            elif verdict == REFUSE:
+                await refuse(send_status, self.max_bytes)
+            else:
+                await limited(self.app, self.max_bytes, scope, receive, send_status)
         finally:
             self._latency.observe(time.perf_counter() - started)
             route = scope.get("route")
@@ -66,8 +86,9 @@ class HttpMetrics:
             child.inc()
 
 
-def instrument(app: FastAPI, *, http: bool = True) -> None:
-    """``GET /metrics`` with the task and enqueue metrics, and (``http``) the HTTP request metrics.
+def instrument(app: FastAPI, *, http: bool = True, max_bytes: int) -> None:
+    """``GET /metrics`` with the task and enqueue metrics, and (``http``) the HTTP request metrics; the
+    request body limit of ``max_bytes`` in the metrics' middleware, or in one of its own without them.
 
     In multiprocess mode (``taskbench serve``) the HTTP metrics land in the same directory as the task
     and enqueue metrics, so ``/metrics`` on any uvicorn worker returns the API's totals; an app built
@@ -84,7 +105,9 @@ def instrument(app: FastAPI, *, http: bool = True) -> None:
                            ("method", "status", "handler"), registry=http_registry)
         latency = Histogram("http_request_duration_highr_seconds", "Latency of every request, no labels.",
                             buckets=LATENCY_BUCKETS, registry=http_registry)
-        app.add_middleware(HttpMetrics, requests=requests, latency=latency)
+        app.add_middleware(HttpMetrics, requests=requests, latency=latency, max_bytes=max_bytes)
+    else:
+        app.add_middleware(BodySizeLimit, max_bytes=max_bytes)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:

@@ -15,6 +15,7 @@ from taskbench.durability import Durability
 from taskbench.metrics import EnqueueMetrics, enqueue_metrics
 from taskbench.service.broker import BrokerProbe
 from taskbench.service.claims import CONNECTIONS, Claims
+from taskbench.service.deadlines import Deadlines
 from taskbench.workloads import Workloads
 
 if TYPE_CHECKING:
@@ -34,6 +35,11 @@ class Store:
     durability: Durability
     #: the API's claims of task ids; None when idempotency is off or the library remembers ids itself
     claims: Claims | None = None
+    #: the enqueues' deadlines (one sweep, no timer per request)
+    deadlines: Deadlines
+    #: a request may leave work to run after its response: the enqueue (``after-response``), or the
+    #: task itself (the in-process backend)
+    runs_after_response: bool = True
 
     @property
     def backend_has_broker(self) -> bool:
@@ -52,9 +58,14 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
             meta = backends.info(settings.backend)
             found = durability.of_case(meta.durable, settings.enqueue_mode, await probe.durability(),
                                        unsafe=meta.unsafe)
-            yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads,
-                        enqueue_metrics=enqueue_metrics(settings.backend), broker=probe, durability=found,
-                        claims=claims)
+            deadlines = Deadlines()
+            try:
+                yield Store(settings=settings, backend=backend, producer=producer, workloads=workloads,
+                            enqueue_metrics=enqueue_metrics(settings.backend), broker=probe, durability=found,
+                            claims=claims, deadlines=deadlines,
+                            runs_after_response=settings.enqueue_mode == "after-response" or not meta.has_worker)
+            finally:
+                deadlines.close()
 
 
 @asynccontextmanager
