@@ -4,7 +4,8 @@ uvicorn bounds an idle keep-alive connection (``timeout_keep_alive``, 5 s) but n
 headers never complete: a client that opens a connection and sends nothing, or trickles a header a
 byte at a time (slowloris), holds its connection for as long as it likes. Here the request line and
 headers must be complete ``TASKBENCH_HEADER_TIMEOUT`` seconds (default 10) after the connection
-opened, or after the next request began on a keep-alive connection, else the connection is closed.
+opened, or after the previous response on a keep-alive connection that has begun to send its next
+request, else the connection is closed.
 The body's pace stays unbounded (the body size is; see ``limits.py``): that, a cap on connections
 and per-client rates belong to a reverse proxy in front of the API (README, "In production").
 """
@@ -18,33 +19,33 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):
-    """Each connection notes when the headers it waits for began, and which request cycle it had then:
-    uvicorn makes a new one when the headers are complete (plain attributes, no timer per request: a
-    timer armed and cancelled for every request cost the API about 1 % of its CPU). One sweep per
-    server, every ``timeout / 4`` seconds (at most 1 s), closes the connections whose headers are
-    overdue; so a connection is closed between the deadline and a quarter of it later."""
+    """No hook per request (a timer armed and cancelled for every request, then a timestamp taken in
+    ``on_message_begin``, each cost the API about 1 % of its CPU): one sweep per server, every
+    ``timeout / 4`` seconds (at most 1 s), looks at each connection's state. A connection waits for
+    headers when uvicorn has no keep-alive timer on it (it has one while idle between requests) and
+    no request in progress (none yet, or the last one answered). Such a connection is closed once the
+    sweeps have seen it waiting, after the same request, for ``timeout``: between the deadline and half
+    of it later."""
 
     #: read from Settings once per process (uvicorn's worker processes each read it themselves)
     header_timeout: ClassVar[float | None] = None
-    #: loop time at which this connection began to wait for the current request's headers
-    _header_since: float = 0.0
-    #: uvicorn's request cycle at that moment: while it is still the current one, the headers are pending
-    _cycle_before: object = None
+    #: (the request cycle it waits after, loop time since when): what the sweeps saw last
+    _waiting: tuple[object, float] | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._header_since = self.loop.time()
-        self._cycle_before = self.cycle
+        self._waiting = (None, self.loop.time())  # headers are due from the connection's start
         _sweep_started(self.loop, self.connections, _timeout())
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._header_since = self.loop.time()
-        self._cycle_before = self.cycle
-
     def expire_headers(self, now: float, timeout: float) -> None:
-        if self.cycle is self._cycle_before and now - self._header_since >= timeout \
-                and not self.transport.is_closing():
+        cycle = self.cycle
+        awaiting = self.timeout_keep_alive_task is None and (cycle is None or cycle.response_complete)
+        if not awaiting or self.transport.is_closing():
+            self._waiting = None
+            return
+        if self._waiting is None or self._waiting[0] is not cycle:
+            self._waiting = (cycle, now)  # first seen waiting after this request
+        elif now - self._waiting[1] >= timeout:
             self.transport.close()
 
 
