@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from pathlib import Path
 
 import pytest
 import redis
 import redis.asyncio as aioredis
 
-from taskbench.ledger import Ledger, audit
+from taskbench.ledger import RECORD_SHA, Ledger, audit
 
 
 def test_clean_run_is_reported_clean(client: redis.Redis, run_id: str) -> None:
@@ -193,3 +195,36 @@ def test_executed_per_second_is_the_drain_as_a_curve() -> None:
     result = audit(list(times), counts, times, start=start).to_model()
     assert result.executed_per_second == [3, 1, 0, 1]
     assert audit(list(times), counts, times).to_model().executed_per_second == []
+
+
+def test_async_record_loads_its_script_on_a_redis_that_never_saw_it(tmp_path: Path) -> None:
+    """EVALSHA first; on NOSCRIPT (a fresh or restarted server) the script is loaded and the record
+    made once, the task's INCRBY with it."""
+    from taskbench.harness.redis_server import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path / "redis.log", name="redis-ledger-fresh")
+    server.start(dict(os.environ))
+    try:
+        ledger = Ledger("taskbench:fresh:")
+
+        async def go() -> list[int]:
+            conn = aioredis.Redis.from_url(server.url)
+            try:
+                assert await conn.script_exists(RECORD_SHA) == [False]
+                runs = [await ledger.record(conn, "a", 1.0, 2.0, 3.0, incr=("taskbench:fresh:counter", 5))]
+                runs.append(await ledger.record(conn, "a", 1.0, 2.0, 4.0))
+                runs.append(await ledger.record(conn, "b", 1.0, 2.0, 3.0, incr=("taskbench:fresh:counter", 2)))
+                return runs
+            finally:
+                await conn.aclose()
+
+        assert asyncio.run(go()) == [1, 2, 1]
+        sync = redis.Redis.from_url(server.url)
+        try:
+            counts, times = ledger.read(sync)
+            assert counts == {"a": 2, "b": 1} and times["a"] == (1.0, 2.0, 4.0)
+            assert int(sync.get("taskbench:fresh:counter")) == 7
+        finally:
+            sync.close()
+    finally:
+        server.stop()

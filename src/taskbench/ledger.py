@@ -20,9 +20,12 @@ any corrupt row is not ok: its proof is damaged.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
+
+from redis.exceptions import NoScriptError
 
 from taskbench.histogram import Histogram
 from taskbench.ledger_rows import Rows, sort_rows
@@ -44,6 +47,10 @@ return runs
 """
 
 
+#: the script's SHA1, as EVALSHA names it
+RECORD_SHA: Final = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
+
+
 class Ledger:
     """Writes execution records for one run."""
 
@@ -51,8 +58,8 @@ class Ledger:
         self.prefix = prefix
         self.count_key = f"{prefix}ledger:n"
         self.times_key = f"{prefix}ledger:t"
-        # registered on first use with the client that runs it (EVALSHA; redis-py loads it when missing)
-        self._async_script: Any = None
+        # the sync path's script, registered on first use with the client that runs it (EVALSHA; redis-py
+        # loads it when missing); the async path calls EVALSHA itself
         self._sync_script: Any = None
 
     @staticmethod
@@ -74,11 +81,19 @@ class Ledger:
         ``incr`` = (key, amount): the task's own INCRBY, done by the same script, so that a task's
         effect and its record reach Redis in one round trip and together or not at all.
         """
-        script = self._async_script
-        if script is None:
-            script = self._async_script = client.register_script(RECORD)
-        count = await script(keys=self._keys(incr), args=self._args(task_id, enqueued_at, started_at,
-                                                                     finished_at, incr), client=client)
+        times = f"{enqueued_at:.6f} {started_at:.6f} {finished_at:.6f}"
+        # EVALSHA straight from here, not through redis-py's Script object (which imports, checks for a
+        # pipeline and copies its arguments on every call): this is the worker's per-task hot path
+        if incr:
+            keys_args: tuple[str | int, ...] = (self.count_key, self.times_key, incr[0], task_id, times, incr[1])
+        else:
+            keys_args = (self.count_key, self.times_key, task_id, times)
+        numkeys = 3 if incr else 2
+        try:
+            count = await client.evalsha(RECORD_SHA, numkeys, *keys_args)
+        except NoScriptError:  # a Redis that has not seen the script yet (or was restarted empty)
+            await client.script_load(RECORD)
+            count = await client.evalsha(RECORD_SHA, numkeys, *keys_args)
         return int(count)
 
     def record_sync(

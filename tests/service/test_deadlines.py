@@ -16,9 +16,8 @@ def test_a_block_past_its_deadline_times_out_and_a_quick_one_does_not() -> None:
         loop = asyncio.get_running_loop()
         try:
             start = loop.time()
-            with pytest.raises(TimeoutError):
-                with deadlines.at(start + 0.2):
-                    await asyncio.sleep(5)
+            with pytest.raises(TimeoutError), deadlines.at(start + 0.2):
+                await asyncio.sleep(5)
             took = loop.time() - start
             assert 0.2 <= took <= 0.2 + EVERY + 0.5, took
             with deadlines.at(loop.time() + 1):  # the same task, bounded again: nothing left over
@@ -78,10 +77,9 @@ def test_deadlines_do_not_nest_and_need_a_task() -> None:
         deadlines = Deadlines()
         loop = asyncio.get_running_loop()
         try:
-            with deadlines.at(loop.time() + 1):
-                with pytest.raises(RuntimeError, match="do not nest"):
-                    with deadlines.at(loop.time() + 1):
-                        pass
+            with deadlines.at(loop.time() + 1), pytest.raises(RuntimeError, match="do not nest"):
+                with deadlines.at(loop.time() + 1):
+                    pass
         finally:
             deadlines.close()
 
