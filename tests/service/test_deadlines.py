@@ -77,9 +77,20 @@ def test_deadlines_do_not_nest_and_need_a_task() -> None:
         deadlines = Deadlines()
         loop = asyncio.get_running_loop()
         try:
+            inner = deadlines.at(loop.time() + 1)
             with deadlines.at(loop.time() + 1), pytest.raises(RuntimeError, match="do not nest"):
-                with deadlines.at(loop.time() + 1):
-                    pass
+                inner.__enter__()
+            outside: list[BaseException] = []
+
+            def callback() -> None:  # a plain callback of the loop: no task to cancel
+                try:
+                    deadlines.at(loop.time() + 1).__enter__()
+                except RuntimeError as exc:
+                    outside.append(exc)
+
+            loop.call_soon(callback)
+            await asyncio.sleep(0.01)
+            assert outside and "inside a task" in str(outside[0])
         finally:
             deadlines.close()
 
