@@ -6,7 +6,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from taskbench.service.limits import PASS, REFUSE, BodySizeLimit, declared, limited, refuse
+from taskbench.service.limits import PASS, BodySizeLimit, declared, enforce
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -50,12 +50,7 @@ class HttpMetrics:
             return
         verdict = declared(scope["headers"], self.max_bytes)
         if scope["path"] in EXCLUDED:
-            if verdict == PASS:
-                await self.app(scope, receive, send)
-            elif verdict == REFUSE:
-                await refuse(send, self.max_bytes)
-            else:
-                await limited(self.app, self.max_bytes, scope, receive, send)
+            await enforce(self.app, self.max_bytes, verdict, scope, receive, send)
             return
         status = 500  # what the client gets when the app raises before answering
 
@@ -69,10 +64,8 @@ class HttpMetrics:
         try:
             if verdict == PASS:  # the usual request: straight on, no frame of the limit's own
                 await self.app(scope, receive, send_status)
-            elif verdict == REFUSE:
-                await refuse(send_status, self.max_bytes)
             else:
-                await limited(self.app, self.max_bytes, scope, receive, send_status)
+                await enforce(self.app, self.max_bytes, verdict, scope, receive, send_status)
         finally:
             self._latency.observe(time.perf_counter() - started)
             route = scope.get("route")
