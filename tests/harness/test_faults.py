@@ -179,3 +179,31 @@ def test_interrupt_after_a_fault_leaves_no_process(redis_url: str, out_dir: Path
     assert proc.returncode == 130
     _, alive = psutil.wait_procs(list(started.values()), timeout=10)
     assert not alive, [p.pid for p in alive]
+
+
+@pytest.mark.slow
+def test_a_fault_due_after_a_short_load_hits_the_backlog_in_the_drain(out_dir: Path) -> None:
+    # 300 requests leave in well under a second; 300 tasks of 40 ms at concurrency 2 take about 6 s to
+    # run: the broker's restart at 2 s comes while the backlog is on it (AOF fsync always: kept)
+    code, out, started = _run(
+        ["run", "--backends", "saq", "--output", str(out_dir), "--requests", "300", "--users", "10",
+         "--warmup", "0", "--io-delay", "0.04", "--concurrency", "2", "--fault", "restart-broker@2"])
+    case = json.loads(next(out_dir.glob("*/result.json")).read_text())["cases"][0]
+    fault, load = case["fault"], case["load"]
+    assert fault["injected"] and fault["during_drain"], fault
+    assert fault["at"] - fault["load_start"] >= 2.0 > load["elapsed_s"], (fault, load["elapsed_s"])
+    assert fault["restarted_pid"] != fault["killed_pid"], fault
+    assert case["summary"]["lost"] == 0 and code == 0, out
+    assert "during the drain (the load had ended)" in out
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert not alive, [p.pid for p in alive]
+
+
+def test_a_fault_due_after_the_whole_run_fails_the_case(redis_url: str, out_dir: Path) -> None:
+    code, out, _ = _run(
+        ["run", "--backends", "arq", "--redis-url", redis_url, "--output", str(out_dir), "--requests", "50",
+         "--users", "5", "--warmup", "0", "--fault", "kill-worker@60"])
+    case = json.loads(next(out_dir.glob("*/result.json")).read_text())["cases"][0]
+    assert case["fault"]["injected"] is False and case["summary"]["lost"] == 0
+    assert "before the fault was due at 60 s: nothing was injected" in case["fault"]["note"]
+    assert case["status"] == "failed" and code == 1, out

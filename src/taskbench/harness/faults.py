@@ -158,6 +158,7 @@ class Injector:
         self.ctx = FaultContext(fault=fault, procs=procs, record=self.record, ready=ready, restarted=restarted,
                                 ready_timeout=ready_timeout, broker=broker)
         self._started = threading.Event()
+        self._run_done = threading.Event()
 
     def started(self) -> None:
         """The load's first requests leave now (the driver's processes are up): T counts from here."""
@@ -167,10 +168,13 @@ class Injector:
     @contextlib.contextmanager
     def armed(self, load_start: float) -> Iterator[None]:
         """Inject T seconds after :meth:`started` (else after ``load_start``: a load that never said
-        it started) unless the block (the load) ends first; join on exit.
+        it started) unless the block (the load and its drain) ends first; join on exit.
 
-        A fault that lasts (a pause) outlives the load if it must: the block's end waits for it,
-        so the drain starts with every process running again.
+        T counts from the load's start, and a fault due after a short load's end is injected during
+        the drain, while the backlog is being worked off (a broker restarted with thousands of tasks
+        queued); only a run that has drained by then ends without it (the runner fails the case: the
+        fault asked for never happened). Call :meth:`load_ended` between the two: a repeated fault
+        stops with the load. A fault that lasts (a pause) is waited for on exit.
         """
         self.record.load_start = load_start
         thread = threading.Thread(target=self._run, name="taskbench-fault", daemon=True)
@@ -182,20 +186,28 @@ class Injector:
             raise
         finally:
             self.ctx.load_done.set()
+            self._run_done.set()
             thread.join(timeout=self.fault.join_timeout(self.ctx.ready_timeout))
-            if thread.is_alive():  # never into the drain: stop it, undo what it froze
+            if thread.is_alive():  # never past the run: stop it, undo what it froze
                 self.ctx.cancel.set()
                 thread.join(timeout=10)
-                self.record.error = self.record.error or "the fault outlasted the load and was cancelled"
+                self.record.error = self.record.error or "the fault outlasted the run and was cancelled"
+
+    def load_ended(self) -> None:
+        """The load is over (the drain begins): a repeated fault stops; one not yet due still comes."""
+        self.ctx.load_done.set()
 
     def _run(self) -> None:
         while not self._started.wait(0.05):
             if self.ctx.load_done.is_set() or self.ctx.cancel.is_set():
                 break
         start = self.record.load_start or time.time()
-        if self.ctx.load_done.wait(max(0.0, start + self.fault.at - time.time())):
-            self.record.note = "the load ended before the fault was due: nothing was injected"
+        if self._run_done.wait(max(0.0, start + self.fault.at - time.time())) or self.ctx.cancel.is_set():
+            self.record.note = (f"the run (its load and drain) was over {time.time() - start:.1f} s after the "
+                                f"load's start, before the fault was due at {self.fault.at:g} s: nothing was "
+                                "injected (an earlier T, more --requests or a --duration)")
             return
+        self.record.during_drain = self.ctx.load_done.is_set()
         try:
             self.fault.spec.action(self.ctx)
         except Exception as exc:  # reported in the result; the run goes on and says so

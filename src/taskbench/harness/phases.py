@@ -145,7 +145,10 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
     def hopeless() -> str | None:
         for proc in procs.dead():
             if revive is not None and proc.name.startswith("worker") and len(result.revived) < MAX_REVIVALS:
-                line = revive(proc)  # a supervisor's restart: the case goes on, the result says so
+                try:
+                    line = revive(proc)  # a supervisor's restart: the case goes on, the result says so
+                except (StopIteration, KeyError, RuntimeError):  # a fault killed it: the fault restarts it
+                    continue
                 result.revived.append(line)
                 say(line)
                 continue

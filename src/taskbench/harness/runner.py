@@ -240,38 +240,47 @@ class Runner:
                     case.fault = FaultRecord(fault=cfg.fault.describe(), target=cfg.fault.target,
                                              note=f"{name} has no worker process to {cfg.fault.kind.split('-')[0]}")
                 load_start = time.time()
-                armed = injector.armed(load_start) if injector else contextlib.nullcontext()
                 supervisor = self._supervisor(stack) if cfg.supervised else None
-                with progress.phase(f"[{name}] load", total=cfg.load.requests, duration=cfg.load.duration,
-                                    executed=lambda: executed() - warm_accepted), \
-                        stack.measure(), pinned(cfg.placement.driver), armed, \
-                        supervised(stack.procs, supervisor, say) as revived_in_load:
-                    load = run_load(template, cfg.load, started=injector.started if injector else None)
-                load_end = time.time()
+                # the fault is armed through the load and the drain: one due after a short load's end
+                # hits the backlog being worked off (its record says so)
+                armed = contextlib.ExitStack()
+                if injector is not None:
+                    armed.enter_context(injector.armed(load_start))
+                with armed:
+                    with progress.phase(f"[{name}] load", total=cfg.load.requests, duration=cfg.load.duration,
+                                        executed=lambda: executed() - warm_accepted), \
+                            stack.measure(), pinned(cfg.placement.driver), \
+                            supervised(stack.procs, supervisor, say) as revived_in_load:
+                        load = run_load(template, cfg.load, started=injector.started if injector else None)
+                    load_end = time.time()
+                    if injector is not None:
+                        injector.load_ended()
+                    say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
+                    with progress.phase(f"[{name}] drain", total=len(load.accepted_ids),
+                                        executed=lambda: executed() - warm_accepted,
+                                        accepted=lambda: len(load.accepted_ids)):
+                        if backend.fans_out:  # every worker runs its own copy: wait until the copies stop
+                            drained = settle(stack.procs, client, ledger, accepted=load.accepted_ids,
+                                             load_end=load_end, timeout=cfg.drain_timeout, say=say)
+                        else:
+                            # stop once executions stop coming (--drain-stall, past a dead worker's redelivery);
+                            # sooner after a fault on a backend that promises nothing (past every redelivery:
+                            # the task timeout, arq's 10 s on top, a restart)
+                            promised = promise_of(name, cfg.broker, durable=case.durable).keeps_accepted
+                            stall = max(cfg.drain_stall, redelivery_bound(cfg.task_timeout))
+                            if not promised and injector is not None:
+                                stall = redelivery_bound(cfg.task_timeout)
+                            drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
+                                            accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
+                                            say=say, revive=supervisor, stall=stall)
+                            case.revived = revived_in_load + drained.revived
                 if injector is not None:
                     case.fault = injector.record
                     if injector.record.error:
                         failures.append(f"fault {cfg.fault.describe() if cfg.fault else ''}: "
                                         f"{injector.record.error}")
-                say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
-                with progress.phase(f"[{name}] drain", total=len(load.accepted_ids),
-                                    executed=lambda: executed() - warm_accepted,
-                                    accepted=lambda: len(load.accepted_ids)):
-                    if backend.fans_out:  # every worker runs its own copy: wait until the copies stop
-                        drained = settle(stack.procs, client, ledger, accepted=load.accepted_ids,
-                                         load_end=load_end, timeout=cfg.drain_timeout, say=say)
-                    else:
-                        # stop once executions stop coming (--drain-stall, past a dead worker's redelivery);
-                        # sooner after a fault on a backend that promises nothing (past every redelivery:
-                        # the task timeout, arq's 10 s on top, a restart)
-                        promised = promise_of(name, cfg.broker, durable=case.durable).keeps_accepted
-                        stall = max(cfg.drain_stall, redelivery_bound(cfg.task_timeout))
-                        if not promised and injector is not None:
-                            stall = redelivery_bound(cfg.task_timeout)
-                        drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
-                                        accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
-                                        say=say, revive=supervisor, stall=stall)
-                        case.revived = revived_in_load + drained.revived
+                    elif not injector.record.injected:
+                        failures.append(f"fault {injector.record.fault}: {injector.record.note}")
                 promise = promise_of(name, cfg.broker, durable=case.durable, why=case.durability)
                 # a fault may lose what the backend does not promise to keep: those never come, so a
                 # drain that waited for them in vain is the loss (audited), not a failure of its own

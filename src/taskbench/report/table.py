@@ -96,8 +96,12 @@ def fault_line(fault: FaultRecord) -> str:
         parts = [f"fault {fault.fault}: {fault.target} paused{lasted}"]
     if fault.error:
         parts.append(f"failed: {fault.error}")
-    parts.append(f"tasks accepted at half the earlier rate again after {seconds(fault.accepting_again_s)}, "
-                 f"executed after {seconds(fault.executing_again_s)}")
+    if fault.during_drain:  # no requests after it: only the executions tell the recovery
+        parts.append(f"during the drain (the load had ended); executed at half the earlier rate again after "
+                     f"{seconds(fault.executing_again_s)}")
+    else:
+        parts.append(f"tasks accepted at half the earlier rate again after {seconds(fault.accepting_again_s)}, "
+                     f"executed after {seconds(fault.executing_again_s)}")
     if fault.first_execution_s is not None or fault.executing_90_s is not None:
         parts.append(f"first execution after {seconds(fault.first_execution_s)}, "
                      f"90 % of the rate after {seconds(fault.executing_90_s)}")

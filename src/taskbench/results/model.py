@@ -244,6 +244,8 @@ class FaultRecord(Model):
     fault: str
     target: str = ""
     injected: bool = False
+    #: injected after the load had ended, while the drain worked off the backlog (a short load)
+    during_drain: bool = False
     note: str | None = None
     error: str | None = None
     at: float | None = None
