@@ -166,6 +166,13 @@ class _Queue(RedisQueue):  # type: ignore[misc,unused-ignore]
 
     async def _requeue(self, job: Job, abort: float) -> None:
         log.warning("sweeping %s (status %s, attempts %d)", job.key, job.status, job.attempts)
+        if job.status not in (Status.ACTIVE, Status.ABORTING):
+            # never started (its worker died between BLMOVE and the status write): no copy runs that an
+            # abort would have to stop, so straight back to ``queued``, in SAQ's one-transaction retry.
+            # SAQ's abort first takes the job out of ``active`` and its retry puts it back 0-5 s later:
+            # a sweeping worker killed in between (a crash loop) left the job in no list at all, lost
+            await self.retry(job, error=self.swept_error_message)
+            return
         await self.abort(job, error=self.swept_error_message)
         try:
             await job.refresh(abort)

@@ -1,0 +1,66 @@
+"""What one ledger record costs a worker against the bare INCRBY it replaces, apart from any library.
+
+Run it with a backend's environment (its redis-py and hiredis), e.g.::
+
+    .taskbench/envs/dramatiq/bin/python scripts/record_cost.py redis://127.0.0.1:6379/0
+
+It awaits ``--tasks`` sequential ``INCRBY`` calls, then as many ``Ledger.record`` calls (the worker's
+script: the task's INCRBY, the count and the times), ``--rounds`` times, and prints per call the wall
+time and this process's CPU time; then Redis's own time per call of each command (``INFO
+commandstats``, cumulative since the server started: use a private server for clean figures). It
+writes only keys under ``tbcost:<pid>:``, which it deletes. docs/benchmarks.md has what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+
+import redis.asyncio as aioredis
+
+from taskbench.ledger import Ledger
+
+
+async def measure(url: str, tasks: int, rounds: int) -> None:
+    client = aioredis.Redis.from_url(url)
+    prefix = f"tbcost:{os.getpid()}:"
+    ledger = Ledger(prefix)
+    counter = f"{prefix}c"
+    try:
+        for n in range(rounds):
+            wall, cpu = time.perf_counter(), time.process_time()
+            for _ in range(tasks):
+                await client.incrby(counter, 1)
+            incr_wall = (time.perf_counter() - wall) / tasks * 1e6
+            incr_cpu = (time.process_time() - cpu) / tasks * 1e6
+            now = time.time()
+            wall, cpu = time.perf_counter(), time.process_time()
+            for i in range(tasks):
+                await ledger.record(client, f"r{n}-{i}", now, now, now, incr=(counter, 1))
+            record_wall = (time.perf_counter() - wall) / tasks * 1e6
+            record_cpu = (time.process_time() - cpu) / tasks * 1e6
+            print(f"round {n + 1}: INCRBY {incr_wall:.1f} µs a call (client CPU {incr_cpu:.1f}); "
+                  f"record {record_wall:.1f} µs (client CPU {record_cpu:.1f})")
+        stats = await client.info("commandstats")
+        for command in ("incrby", "evalsha"):
+            entry = stats.get(f"cmdstat_{command}") or {}
+            print(f"Redis: {command.upper()} {entry.get('usec_per_call', '?')} µs a call "
+                  f"({entry.get('calls', 0)} calls since the server started)")
+    finally:
+        await client.delete(ledger.count_key, ledger.times_key, counter)
+        await client.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("redis_url", help="the Redis to measure against (a private one for clean server figures)")
+    parser.add_argument("--tasks", type=int, default=20_000, help="calls of each kind per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(measure(args.redis_url, args.tasks, args.rounds))
+
+
+if __name__ == "__main__":
+    main()
