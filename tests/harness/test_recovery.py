@@ -85,3 +85,24 @@ def test_no_verdict_when_no_task_came_in_after_the_fault() -> None:
     out = summarize(record, _times(finishes), None, promise_of("taskiq", "redis", durable=True))
     assert out.executing_again_s is None and out.recovered is None
     assert broken_promises(out, lost=0, duplicated=0) == []
+
+
+def test_a_fault_during_the_drain_is_judged_on_the_backlog() -> None:
+    # the load sent everything in its first 2 s; the broker restarts at 3 s with a backlog queued
+    enqueued = _steady(1000.0, 1002.0, 500)
+    backlog_runs = [1000.0 + i / 200 for i in range(len(enqueued))]  # the worker drains at 200/s
+    stopped = {f"t{i}": (e, f - 0.005, f) for i, (e, f) in enumerate(zip(enqueued, backlog_runs, strict=True))
+               if f < 1003.0}
+    promise = promise_of("arq", "redis", durable=True)
+    record = FaultRecord(fault="restart-broker@3", target="broker", injected=True, at=1003.0,
+                         load_start=1000.0, during_drain=True)
+    # nothing ran after the fault: never recovered, which fails the case
+    never = summarize(record, stopped, None, promise)
+    assert never.recovered is False and never.executing_again_s is None
+    assert any("never recovered" in line for line in broken_promises(never, lost=0, duplicated=0))
+    # the backlog ran on after it: recovered, with the time it took
+    resumed = {f"t{i}": (e, f - 0.005, f + (0.5 if f >= 1003.0 else 0.0))
+               for i, (e, f) in enumerate(zip(enqueued, backlog_runs, strict=True))}
+    back = summarize(record, resumed, None, promise)
+    assert back.recovered is True and back.executing_again_s == pytest.approx(0.5, abs=0.05)
+    assert broken_promises(back, lost=0, duplicated=0) == []

@@ -105,8 +105,8 @@ def summarize(record: FaultRecord, times: Mapping[str, tuple[float, ...]], load:
         rate, span = before
         update["pre_fault_rate"] = rate
         # judged only when tasks came in after the fault (an API back after the load ended leaves
-        # nothing to execute: no verdict)
-        if any(r[0] >= (record.ended or at) for r in rows):
+        # nothing to execute: no verdict), or when it hit the drain (a backlog was left to run)
+        if record.during_drain or any(r[0] >= (record.ended or at) for r in rows):
             update["recovered"] = update["executing_again_s"] is not None
         back = update["executing_90_s"] if update["executing_90_s"] is not None else update["executing_again_s"]
         if isinstance(back, float) and finished and at + back + span <= max(finished):
