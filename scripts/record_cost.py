@@ -5,7 +5,8 @@ Run it with a backend's environment (its redis-py and hiredis), e.g.::
     .taskbench/envs/dramatiq/bin/python scripts/record_cost.py redis://127.0.0.1:6379/0
 
 It awaits ``--tasks`` sequential ``INCRBY`` calls, then as many ``Ledger.record`` calls (the worker's
-script: the task's INCRBY, the count and the times), ``--rounds`` times, and prints per call the wall
+script: the task's INCRBY, the count and the times), then the same three writes as a MULTI/EXEC
+pipeline (the other atomic way), ``--rounds`` times, and prints per call the wall
 time and this process's CPU time; then Redis's own time per call of each command (``INFO
 commandstats``, cumulative since the server started: use a private server for clean figures). It
 writes only keys under ``tbcost:<pid>:``, which it deletes. docs/benchmarks.md has what it measured.
@@ -41,10 +42,22 @@ async def measure(url: str, tasks: int, rounds: int) -> None:
                 await ledger.record(client, f"r{n}-{i}", now, now, now, incr=(counter, 1))
             record_wall = (time.perf_counter() - wall) / tasks * 1e6
             record_cpu = (time.process_time() - cpu) / tasks * 1e6
+            # the same three writes as one MULTI/EXEC (redis-py's transaction pipeline), without Lua
+            times = f"{now:.6f} {now:.6f} {now:.6f}"
+            wall, cpu = time.perf_counter(), time.process_time()
+            for i in range(tasks):
+                async with client.pipeline(transaction=True) as pipe:
+                    pipe.incrby(counter, 1)
+                    pipe.hincrby(ledger.count_key, f"m{n}-{i}", 1)
+                    pipe.hset(ledger.times_key, f"m{n}-{i}", times)
+                    await pipe.execute()
+            multi_wall = (time.perf_counter() - wall) / tasks * 1e6
+            multi_cpu = (time.process_time() - cpu) / tasks * 1e6
             print(f"round {n + 1}: INCRBY {incr_wall:.1f} µs a call (client CPU {incr_cpu:.1f}); "
-                  f"record {record_wall:.1f} µs (client CPU {record_cpu:.1f})")
+                  f"record {record_wall:.1f} µs (client CPU {record_cpu:.1f}); "
+                  f"as MULTI/EXEC {multi_wall:.1f} µs (client CPU {multi_cpu:.1f})")
         stats = await client.info("commandstats")
-        for command in ("incrby", "evalsha"):
+        for command in ("incrby", "evalsha", "exec"):
             entry = stats.get(f"cmdstat_{command}") or {}
             print(f"Redis: {command.upper()} {entry.get('usec_per_call', '?')} µs a call "
                   f"({entry.get('calls', 0)} calls since the server started)")
