@@ -37,20 +37,26 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_sweep_skips_a_malformed_record(redis_url: str, run_id: str, client: redis.Redis) -> None:
+def _in_saq_env(script: str, redis_url: str, run_id: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with the saq environment's Python against the test Redis, as this test's run."""
     python = str(ensure_env(backends.info("saq").extra, quiet=True))
+    out = subprocess.run(
+        [python, "-c", script], capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": run_id,
+             "TASKBENCH_BACKEND": "saq"},
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+def test_sweep_skips_a_malformed_record(redis_url: str, run_id: str, client: redis.Redis) -> None:
     active = f"saq:taskbench:{run_id}:saq:active"
     lock = f"saq:taskbench:{run_id}:saq:sweep"
     bad, gone = f"saq:job:taskbench:{run_id}:saq:bad", f"saq:job:taskbench:{run_id}:saq:gone"
     client.rpush(active, bad, gone)
     client.set(bad, b"{not a job")  # gone has no record at all: SAQ's own cleanup sweeps it
     try:
-        out = subprocess.run(
-            [python, "-c", SCRIPT], capture_output=True, text=True, timeout=120, check=False,
-            env={**os.environ, "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": run_id,
-                 "TASKBENCH_BACKEND": "saq"},
-        )
-        assert out.returncode == 0, out.stdout + out.stderr
+        out = _in_saq_env(SCRIPT, redis_url, run_id)
         lines = out.stdout.splitlines()
         assert lines.count(f"swept ['{gone}']") == 1 and lines.count("swept []") == 1, out.stdout
         warnings = [line for line in lines if line.startswith("WARNING sweep skips")]
@@ -92,13 +98,6 @@ def test_a_job_that_never_started_is_requeued_in_one_step(redis_url: str, run_id
     # SAQ's sweep aborts (out of "active") and re-queues up to 5 s later: a sweeping worker killed in
     # between left the job in no list (lost in the faults scenario's crash loop). A job that never
     # started has no copy to abort: it goes back to "queued" in one transaction
-    python = str(ensure_env(backends.info("saq").extra, quiet=True))
-    out = subprocess.run(
-        [python, "-c", NEVER_STARTED], capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": run_id,
-             "TASKBENCH_BACKEND": "saq"},
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    lines = out.stdout.splitlines()
+    lines = _in_saq_env(NEVER_STARTED, redis_url, run_id).stdout.splitlines()
     assert lines[0] == "swept []" and lines[1].startswith("swept ['") and "never-started" in lines[1], lines
     assert lines[2] == "status queued queued True active [] abort key 0", lines
