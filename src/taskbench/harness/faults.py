@@ -203,6 +203,9 @@ class Injector:
                 break
         start = self.record.load_start or time.time()
         if self._run_done.wait(max(0.0, start + self.fault.at - time.time())) or self.ctx.cancel.is_set():
+            if self.ctx.cancel.is_set():
+                self.record.note = "the run was interrupted before the fault was due: nothing was injected"
+                return
             self.record.note = (f"the run (its load and drain) was over {time.time() - start:.1f} s after the "
                                 f"load's start, before the fault was due at {self.fault.at:g} s: nothing was "
                                 "injected (an earlier T, more --requests or a --duration)")

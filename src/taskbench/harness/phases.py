@@ -78,7 +78,7 @@ MAX_REVIVALS = 10
 
 
 @contextlib.contextmanager
-def supervised(procs: ProcessSet, revive: Callable[[Managed], str] | None, say: Say,
+def supervised(procs: ProcessSet, revive: Callable[[Managed], str | None] | None, say: Say,
                interval: float = 0.2) -> Iterator[list[str]]:
     """``--restart-workers`` during the load: a thread that starts again every worker that exited on
     its own (at most MAX_REVIVALS), as the drain's wait does after it. Yields the lines it wrote."""
@@ -93,9 +93,8 @@ def supervised(procs: ProcessSet, revive: Callable[[Managed], str] | None, say: 
             for proc in procs.dead():
                 if not proc.name.startswith("worker") or len(lines) >= MAX_REVIVALS:
                     continue
-                try:
-                    line = revive(proc)
-                except (StopIteration, KeyError, RuntimeError):  # a fault killed it: the fault restarts it
+                line = revive(proc)
+                if line is None:  # a fault killed it: the fault restarts it
                     continue
                 lines.append(line)
                 say(line)
@@ -110,7 +109,7 @@ def supervised(procs: ProcessSet, revive: Callable[[Managed], str] | None, say: 
 
 
 def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accepted: list[str], load_end: float,
-          timeout: float, say: Say, revive: Callable[[Managed], str] | None = None,
+          timeout: float, say: Say, revive: Callable[[Managed], str | None] | None = None,
           stall: float | None = None) -> Drain:
     """Wait until every accepted id ran, nothing is left that could run them, or the timeout passes.
 
@@ -145,9 +144,8 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
     def hopeless() -> str | None:
         for proc in procs.dead():
             if revive is not None and proc.name.startswith("worker") and len(result.revived) < MAX_REVIVALS:
-                try:
-                    line = revive(proc)  # a supervisor's restart: the case goes on, the result says so
-                except (StopIteration, KeyError, RuntimeError):  # a fault killed it: the fault restarts it
+                line = revive(proc)  # a supervisor's restart: the case goes on, the result says so
+                if line is None:  # a fault killed it: the fault restarts it
                     continue
                 result.revived.append(line)
                 say(line)

@@ -243,10 +243,7 @@ class Runner:
                 supervisor = self._supervisor(stack) if cfg.supervised else None
                 # the fault is armed through the load and the drain: one due after a short load's end
                 # hits the backlog being worked off (its record says so)
-                armed = contextlib.ExitStack()
-                if injector is not None:
-                    armed.enter_context(injector.armed(load_start))
-                with armed:
+                with injector.armed(load_start) if injector else contextlib.nullcontext():
                     with progress.phase(f"[{name}] load", total=cfg.load.requests, duration=cfg.load.duration,
                                         executed=lambda: executed() - warm_accepted), \
                             stack.measure(), pinned(cfg.placement.driver), \
@@ -372,13 +369,17 @@ class Runner:
         return injector, restarted_limits
 
 
-    def _supervisor(self, stack: Stack) -> Callable[[Managed], str]:
+    def _supervisor(self, stack: Stack) -> Callable[[Managed], str | None]:
         """``--restart-workers``: a worker that exited on its own is started again with the limits it
-        had, as a supervisor with ``restart: on-failure`` would; the line says what happened."""
+        had, as a supervisor with ``restart: on-failure`` would; the line says what happened. None: not
+        this one's to restart (a fault killed it and restarts it, or the set is stopping)."""
         limit = self.config.limits.get("workers")
 
-        def revive(proc: Managed) -> str:
-            new, code = stack.procs.revive(proc.name)
+        def revive(proc: Managed) -> str | None:
+            try:
+                new, code = stack.procs.revive(proc.name)
+            except (StopIteration, KeyError, RuntimeError):
+                return None
             if limit is not None:
                 stack.limit_process(new, limit, track=False)
             return (f"{proc.name} (pid {proc.pid}) exited on its own with code {code}; started again as "
