@@ -137,14 +137,17 @@ def pause_worker(ctx: FaultContext) -> None:
     """``pause-worker@T+D``: SIGSTOP the worker's process group for D seconds, then SIGCONT."""
     proc = ctx.procs.get(ctx.fault.target)
     with _group_stopped(proc.pid, ctx.record, proc.name):
-        ctx.record.proof.append(_stopped_proof(proc.pid, proc.name))
         ctx.sleep_until((ctx.record.at or time.time()) + (ctx.fault.duration or 0.0))
 
 
 @contextlib.contextmanager
 def _group_stopped(pgid: int, record: FaultRecord, name: str) -> Iterator[None]:
     os.killpg(pgid, signal.SIGSTOP)
-    record.injected, record.at = True, time.time()
+    at = time.time()
+    # injected once the kernel shows the group stopped (a signal is delivered asynchronously: on a busy
+    # machine a look right after kill() can still see "running")
+    record.proof.append(_stopped_proof(pgid, name))
+    record.injected, record.at = True, at
     try:
         yield
     finally:
@@ -211,7 +214,6 @@ def stall_broker(ctx: FaultContext) -> None:
     proc = broker.owned()
     assert proc is not None
     with _group_stopped(proc.pid, record, f"the {broker.kind} server"):
-        record.proof.append(_stopped_proof(proc.pid, f"the {broker.kind} server"))
         ctx.sleep_until((record.at or time.time()) + duration)
 
 
