@@ -20,7 +20,7 @@ from taskbench import backends
 from taskbench.backends.base import ServiceContext
 from taskbench.ledger import Ledger
 from taskbench.messages import NOOP, TaskMessage
-from taskbench.procgroup import Managed
+from taskbench.procgroup import Managed, tree_cpu_seconds
 from taskbench.settings import Settings
 from taskbench.wait import WaitTimeoutError, wait_until
 from taskbench.workloads import Workloads
@@ -51,7 +51,7 @@ DRAIN_WORKLOADS = ("io/simple", NOOP)
 
 
 def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.0, *,
-            workload: str = "io/simple") -> dict[str, Any]:
+            workload: str = "io/simple", worker_cpus: list[int] | None = None) -> dict[str, Any]:
     import redis
 
     if workload not in DRAIN_WORKLOADS:
@@ -66,9 +66,12 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
         return int(client.get(f"{settings.prefix}done") or 0)
 
     worker = Managed(name="worker", argv=[sys.executable, "-m", "taskbench", "worker"],
-                     log_path=log_dir / f"drain-{settings.backend}-{'ledger' if settings.ledger else 'noledger'}.log")
+                     log_path=log_dir / f"drain-{settings.backend}-{'ledger' if settings.ledger else 'noledger'}.log",
+                     cpus=worker_cpus)
     worker.start(os.environ)
     try:
+        # the cores the worker may run on, as the kernel has them (the placement asked, or all)
+        placed = sorted(os.sched_getaffinity(worker.pid))
         try:
             wait_until(lambda: client.hlen(settings.ready_key), 60, interval=0.005, what="the worker to start",
                        abort=lambda: None if worker.alive() else "the worker exited")
@@ -78,12 +81,14 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
         # the steady rate: from the 10 % mark to the 90 % mark, leaving out the worker's first
         # fetches and the last stragglers, which move a short drain's total time the most
         marks: dict[float, tuple[float, int]] = {}
+        cpu: dict[float, float] = {}  # the worker's CPU seconds at each mark
 
         def drained() -> bool:
             count = done()
             for share in STEADY:
                 if share not in marks and count >= share * tasks:
                     marks[share] = (time.perf_counter(), count)
+                    cpu[share] = tree_cpu_seconds(worker.pid)
             return count >= tasks
 
         wait_until(drained, timeout, interval=0.005, raise_on_timeout=False,
@@ -104,11 +109,24 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
         "drain_s": drain_s,
         "drain_per_s": count / drain_s if drain_s else None,
         "steady_per_s": _steady(marks),
+        # the worker's CPU per task over the same interval: the ledger's cost as the worker pays it,
+        # whether or not the worker's core was the bottleneck of the rate
+        "worker_cpu_us_per_task": _cpu_per_task(marks, cpu),
+        "worker_cpus": placed,
     }
 
 
 #: the shares of the tasks between which the steady drain rate is measured
 STEADY = (0.1, 0.9)
+
+
+def _cpu_per_task(marks: dict[float, tuple[float, int]], cpu: dict[float, float]) -> float | None:
+    """The worker's CPU µs per task executed between the 10 % and the 90 % marks; None without both."""
+    if len(marks) < len(STEADY) or len(cpu) < len(STEADY):
+        return None
+    tasks = marks[STEADY[1]][1] - marks[STEADY[0]][1]
+    spent = cpu[STEADY[1]] - cpu[STEADY[0]]
+    return spent / tasks * 1e6 if tasks > 0 and spent >= 0 else None
 
 
 def _steady(marks: dict[float, tuple[float, int]]) -> float | None:

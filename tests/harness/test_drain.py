@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,13 @@ def test_steady_rate_is_the_rate_between_the_10_and_90_percent_marks() -> None:
     assert _steady({0.1: (10.0, 100), 0.9: (12.0, 900)}) == pytest.approx(400.0)
     assert _steady({0.1: (10.0, 100)}) is None, "a drain that never reached 90 % has no steady rate"
     assert _steady({0.1: (10.0, 1000), 0.9: (10.0, 1000)}) is None, "both marks in one poll: no interval"
+
+
+def test_drain_pin_names_a_bad_core_in_one_line(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "taskbench", "drain", "--backends", "arq", "--pin", "workers=999",
+                          "--output", str(tmp_path)], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "workers cores [999] not in usable cores" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_drain_measures_each_ledger_mode_and_cleans_up(redis_url: str, tmp_path: Path) -> None:
@@ -44,9 +52,20 @@ def test_drain_measures_each_ledger_mode_and_cleans_up(redis_url: str, tmp_path:
     off = (rate[1] + rate[2]) / 2
     assert entry["on"] == pytest.approx(on) and entry["off"] == pytest.approx(off)
     assert entry["ratio"] == pytest.approx(on / off)
+    cpu = [r["worker_cpu_us_per_task"] for r in rows]
+    assert all(c is not None and c > 0 for c in cpu), cpu
+    cpu_on, cpu_off = (cpu[0] + cpu[3]) / 2, (cpu[1] + cpu[2]) / 2
+    assert entry["cpu_on_us_per_task"] == pytest.approx(cpu_on)
+    assert entry["cpu_ratio"] == pytest.approx(cpu_off / cpu_on)
     assert all(r["drain_per_s"] > 0 and r["version"] for r in rows)
     assert all(r["steady_per_s"] is None or r["steady_per_s"] > 0 for r in rows)
     assert list(tmp_path.glob("drain-*/drain-case-arq-*.log")), "each drain-case process has its log"
+    usable = sorted(os.sched_getaffinity(0))
+    alone = usable[:1] if len(usable) > 1 else usable  # --pin auto: the worker alone on the first core
+    assert all(r["worker_cpus"] == alone for r in rows), [r["worker_cpus"] for r in rows]
+    if len(usable) > 1:
+        assert printed["placement"] == {"api": None, "workers": usable[:1], "driver": usable[1:],
+                                        "redis": usable[1:]}
     try:
         keys_after = {k for pattern in patterns for k in client.scan_iter(match=pattern, count=1000)}
         assert keys_after <= keys_before, "the drain deleted every key it made"

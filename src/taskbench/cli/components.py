@@ -148,10 +148,12 @@ def drain_case(
     tasks: Annotated[int, typer.Option(min=1)] = 20_000,
     log_dir: Annotated[Path, typer.Option()] = Path("."),
     workload: Annotated[str, typer.Option()] = "io/simple",
+    worker_cpus: Annotated[str, typer.Option(help="comma-separated cores for the worker process; empty: any")] = "",
 ) -> None:
     """Run inside a backend's environment by `taskbench drain`; prints one JSON line."""
     import json
 
     from taskbench.drain import measure
 
-    print(json.dumps(measure(settings(), tasks, log_dir, workload=workload)))
+    cpus = [int(c) for c in worker_cpus.split(",") if c.strip()] or None
+    print(json.dumps(measure(settings(), tasks, log_dir, workload=workload, worker_cpus=cpus)))

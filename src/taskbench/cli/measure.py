@@ -49,6 +49,9 @@ def drain(
         min=1, max=20,
         help="rounds per ledger mode, alternating; medians (default: 5 with --ledger both, else 1)")] = None,
     redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
+    pin: Annotated[str, typer.Option(
+        help="core placement: auto (the worker alone on one core, Redis and the rest on the others), off, "
+             "or roles as for `run` (workers, redis, driver)")] = "auto",
     format: Annotated[str, typer.Option("--format", help="table | json (per backend the ledger's ratio)")] = "table",
     output: Annotated[Path, typer.Option(help="folder for logs and drain.json")] = Path("results"),
 ) -> None:
@@ -59,7 +62,7 @@ def drain(
 
     from taskbench import backends as registry
     from taskbench.harness import HarnessError
-    from taskbench.harness.drain import ledger_ratios, run_drain
+    from taskbench.harness.drain import drain_placement, ledger_ratios, run_drain
 
     console = Console(stderr=True)
     show_progress(console)
@@ -76,8 +79,9 @@ def drain(
         names = backend_names(backends)
         for name in names:
             registry.info(name)
+        placement = drain_placement(pin)
         rows = run_drain(names, tasks=tasks, concurrency=concurrency, ledger_modes=modes,
-                         redis_url=redis_url, output=output, workload=workload, repeat=repeat,
+                         redis_url=redis_url, output=output, workload=workload, repeat=repeat, placement=placement,
                          say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
@@ -87,21 +91,28 @@ def drain(
         import sys
 
         sys.stdout.write(json.dumps({"tasks": tasks, "workload": workload, "concurrency": concurrency,
-                                     "backends": ratios, "rows": rows}, indent=1) + "\n")
+                                     "placement": placement.to_dict(), "backends": ratios, "rows": rows},
+                                    indent=1) + "\n")
         return
     table = Table(title=f"drain of {tasks} {workload} tasks by one worker process (concurrency {concurrency})")
     for col in ("backend", "version", "ledger", "enqueue/s (no HTTP)", "drain s", "drain tasks/s",
-                "steady tasks/s (10-90 %)", "executed"):
+                "steady tasks/s (10-90 %)", "worker CPU µs/task", "executed"):
         table.add_column(col)
     for row in rows:
         steady = row.get("steady_per_s")
+        cpu = row.get("worker_cpu_us_per_task")
         table.add_row(row["backend"], str(row["version"]), "on" if row["ledger"] else "off",
                       f"{row['enqueue_per_s']:.0f}", f"{row['drain_s']:.2f}", f"{row['drain_per_s']:.0f}",
-                      "–" if steady is None else f"{steady:.0f}", str(row["executed"]))
+                      "–" if steady is None else f"{steady:.0f}", "–" if cpu is None else f"{cpu:.0f}",
+                      str(row["executed"]))
     Console().print(table)
     for name, entry in ratios.items():
         if entry["ratio"] is not None:
-            Console().print(f"{name}: ledger on ÷ off = {entry['ratio']:.2f}")
+            cpu_ratio = entry["cpu_ratio"]
+            cpu_text = "" if cpu_ratio is None else (
+                f"; worker CPU per task off ÷ on = {cpu_ratio:.2f} ({entry['cpu_off_us_per_task']:.0f} → "
+                f"{entry['cpu_on_us_per_task']:.0f} µs)")
+            Console().print(f"{name}: drain rate ledger on ÷ off = {entry['ratio']:.2f}{cpu_text}")
 
 
 def overhead(

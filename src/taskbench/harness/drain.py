@@ -12,6 +12,7 @@ from typing import Any
 
 from taskbench import backends
 from taskbench.harness import HarnessError, progress
+from taskbench.harness.config import Placement
 from taskbench.harness.envs import ensure_env, versions
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import Managed
@@ -22,13 +23,18 @@ from taskbench.harness.stack import Stack
 def run_drain(
     names: list[str], *, tasks: int, concurrency: int, ledger_modes: list[bool], redis_url: str | None,
     output: Path, say: Callable[[str], None] = print, workload: str = "io/simple", repeat: int = 1,
+    placement: Placement | None = None,
 ) -> list[dict[str, Any]]:
     """Per backend, ``repeat`` rounds of a drain per ledger mode, the modes alternating within a round
-    (on a shared machine a slow stretch then hits both modes, and ``ledger_ratios`` takes medians)."""
+    (on a shared machine a slow stretch then hits both modes, and ``ledger_ratios`` takes medians).
+
+    ``placement``: the worker on ``workers``' cores, the Redis servers on ``redis``', the process that
+    enqueues and watches the drain on ``driver``'s (see :func:`drain_placement`)."""
+    placement = placement or Placement()
     out = output / f"drain-{uuid.uuid4().hex[:8]}"
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    with provide_redis(redis_url, out, say=say) as redis:
+    with provide_redis(redis_url, out, cpus=placement.redis, say=say) as redis:
         url = redis.url
         for name in names:
             meta = backends.info(name)
@@ -47,9 +53,10 @@ def run_drain(
                 log = out / f"drain-case-{name}-{'ledger' if ledger else 'noledger'}-{round_}.log"
                 with progress.phase(f"[{name}] enqueue and drain, ledger {'on' if ledger else 'off'}"), \
                         Stack(env, name=run_id, stop_timeout=30) as stack:
-                    case = stack.start("drain-case", [str(python), "-m", "taskbench", "drain-case", "--tasks",
-                                                      str(tasks), "--log-dir", str(out),
-                                                      "--workload", workload], log)
+                    argv = [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks),
+                            "--log-dir", str(out), "--workload", workload,
+                            "--worker-cpus", ",".join(map(str, placement.workers or []))]
+                    case = stack.start("drain-case", argv, log, cpus=placement.driver)
                     stack.wait_ready(partial(_exited, case), timeout=1200, interval=0.2,
                                      what=f"the drain of {name} to finish (log: {log})")
                     code = case.exit_code()
@@ -66,22 +73,49 @@ def run_drain(
     return rows
 
 
+def drain_placement(text: str) -> Placement:
+    """``auto``: the worker alone on the first usable core, everything else (the Redis servers, the
+    process that enqueues and polls) on the others, so that the worker's rate is not shared with them
+    and moves less between rounds; ``off``; or roles as for ``run --pin`` (workers, redis, driver)."""
+    import os
+
+    if text.strip() != "auto":
+        return Placement.parse(text)
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return Placement()
+    return Placement(workers=cpus[:1], redis=cpus[1:], driver=cpus[1:])
+
+
 def ledger_ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per backend: drain rates with the ledger on and off, and ``ratio`` = on ÷ off (1.0: free).
 
     The rate of a round is its steady rate (10 % to 90 % of the tasks executed) where it has one, else
-    all tasks over the whole drain; each mode's figure is the median of its rounds."""
+    all tasks over the whole drain; each mode's figure is the median of its rounds. The worker's CPU per
+    task over the same interval gives ``cpu_ratio`` = off ÷ on, in the same sense (1.0: free; below: the
+    ledger costs the worker that share), which holds even when the worker's core was not what limited
+    the rate."""
     import statistics
+
+    def median(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
 
     out: dict[str, dict[str, Any]] = {}
     for row in rows:
         entry = out.setdefault(row["backend"], {"version": row.get("version"), "workload": row.get("workload"),
-                                                "rounds_on": [], "rounds_off": []})
-        entry["rounds_on" if row["ledger"] else "rounds_off"].append(row.get("steady_per_s") or row["drain_per_s"])
+                                                "rounds_on": [], "rounds_off": [], "cpu_rounds_on": [],
+                                                "cpu_rounds_off": []})
+        mode = "on" if row["ledger"] else "off"
+        entry[f"rounds_{mode}"].append(row.get("steady_per_s") or row["drain_per_s"])
+        if row.get("worker_cpu_us_per_task"):
+            entry[f"cpu_rounds_{mode}"].append(row["worker_cpu_us_per_task"])
     for entry in out.values():
-        on = entry["on"] = statistics.median(entry["rounds_on"]) if entry["rounds_on"] else None
-        off = entry["off"] = statistics.median(entry["rounds_off"]) if entry["rounds_off"] else None
+        on = entry["on"] = median(entry["rounds_on"])
+        off = entry["off"] = median(entry["rounds_off"])
         entry["ratio"] = on / off if on and off else None
+        cpu_on = entry["cpu_on_us_per_task"] = median(entry["cpu_rounds_on"])
+        cpu_off = entry["cpu_off_us_per_task"] = median(entry["cpu_rounds_off"])
+        entry["cpu_ratio"] = cpu_off / cpu_on if cpu_on and cpu_off else None
     return out
 
 

@@ -34,6 +34,7 @@ from taskbench.harness.redis_server import provide_redis
 from taskbench.harness.runner import stamp, write_result
 from taskbench.harness.stack import Stack
 from taskbench.net import free_port, healthy
+from taskbench.procgroup import tree_cpu_seconds
 from taskbench.results import OVERHEAD_SERVERS, Load, OverheadCase, OverheadRound, Result, Summary
 from taskbench.results.cases import OverheadServer
 
@@ -184,27 +185,12 @@ def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_
                 if config.warmup:
                     run_load(template, LoadSpec(users=min(10, config.load.users), requests=config.warmup,
                                                 id_prefix="w"))
-                cpu_before = _cpu_seconds(proc.pid)
+                cpu_before = tree_cpu_seconds(proc.pid)
                 load = run_load(template, config.load).to_model()
-                cpu = _cpu_seconds(proc.pid) - cpu_before
+                cpu = tree_cpu_seconds(proc.pid) - cpu_before
     finally:
         _clean(redis_url, run_id, backend)
     return load, argv, cpu
-
-
-def _cpu_seconds(pid: int) -> float:
-    """CPU time of a server and its children: on a shared machine, CPU per request moves less than req/s."""
-    import psutil
-
-    root = psutil.Process(pid)
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system
-    return total
 
 
 def _clean(url: str, run_id: str, backend: str) -> None:
