@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
+
+from taskbench.wait import wait_until
+from tests.helpers import harness_cli
 
 pytestmark = pytest.mark.slow
 
@@ -72,3 +76,26 @@ def test_drain_measures_each_ledger_mode_and_cleans_up(redis_url: str, tmp_path:
     finally:
         client.close()
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "no process left"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_drain_stopped_by_a_signal_leaves_no_process(sig: signal.Signals, tmp_path: Path) -> None:
+    """The embedded Redis servers, the drain-case process and the worker it started all stop with it."""
+    with harness_cli(["drain", "--backends", "arq", "--tasks", "20000", "--ledger", "on",
+                      "--output", str(tmp_path)]) as proc:
+        harness = psutil.Process(proc.pid)
+
+        def draining() -> list[psutil.Process]:
+            tree = harness.children(recursive=True)
+            names = " ".join(" ".join(p.cmdline()) for p in tree)
+            # two Redis servers (ledger, broker), the drain-case process, and its worker
+            return tree if "redis-server" in names and "taskbench worker" in names and len(tree) >= 4 else []
+
+        started = wait_until(draining, 120, interval=0.2, what="the drain's worker")
+        assert started is not None
+        os.kill(proc.pid, sig)
+        out, _ = proc.communicate(timeout=90)
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+    assert proc.returncode == 130, out
+    assert "interrupted; every process it started was stopped" in out and "Traceback" not in out, out

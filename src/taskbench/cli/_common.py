@@ -58,6 +58,10 @@ def backend_names(text: str) -> list[str]:
     return registry.available() if text == "all" else [b.strip() for b in text.split(",") if b.strip()]
 
 
+#: what a command says when SIGINT or SIGTERM stopped it (exit 130)
+INTERRUPTED = "interrupted; every process it started was stopped"
+
+
 def interrupt_on_signals() -> None:
     """SIGINT and SIGTERM raise KeyboardInterrupt, so the stop path runs and stops every process.
 
@@ -85,7 +89,7 @@ def execute(runner: Runner | ScenarioRunner, console: Any) -> Result:
     except HarnessError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
-        fail("interrupted; every process it started was stopped", code=130)
+        fail(INTERRUPTED, code=130)
     return result
 
 

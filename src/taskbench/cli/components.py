@@ -10,7 +10,17 @@ from typing import Annotated
 import typer
 
 from taskbench import params
-from taskbench.cli._common import Backend, BrokerOpt, BrokerUrl, RedisUrl, RunId, export, fail, settings
+from taskbench.cli._common import (
+    Backend,
+    BrokerOpt,
+    BrokerUrl,
+    RedisUrl,
+    RunId,
+    export,
+    fail,
+    interrupt_on_signals,
+    settings,
+)
 
 
 def backends() -> None:
@@ -155,5 +165,9 @@ def drain_case(
 
     from taskbench.drain import measure
 
+    interrupt_on_signals()  # stopped by the harness: the worker it started is stopped too
     cpus = [int(c) for c in worker_cpus.split(",") if c.strip()] or None
-    print(json.dumps(measure(settings(), tasks, log_dir, workload=workload, worker_cpus=cpus)))
+    try:
+        print(json.dumps(measure(settings(), tasks, log_dir, workload=workload, worker_cpus=cpus)))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from taskbench import params
-from taskbench.cli._common import backend_names, fail, show_progress
+from taskbench.cli._common import INTERRUPTED, backend_names, fail, interrupt_on_signals, show_progress
 
 
 def ceiling(
@@ -25,12 +25,15 @@ def ceiling(
     from taskbench.harness.ceiling import measure_ceiling
     from taskbench.harness.config import Placement, RunConfig
 
+    interrupt_on_signals()
     try:
         config = RunConfig(load=LoadSpec(users=users, requests=requests, processes=driver_processes),
                            redis_url=redis_url, placement=Placement.parse(pin), output=output)
         data = measure_ceiling(config)
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        fail(INTERRUPTED, code=130)
     lat = data.latency_ms
     typer.echo(f"ceiling (FastAPI + one await redis.incr): {data.rps:.0f} req/s, "
                f"median {lat.p50:.1f} ms, p95 {lat.p95:.1f} ms, errors {data.errors}, "
@@ -75,6 +78,7 @@ def drain(
         fail(f"--format must be table or json, not {format!r}")
     if workload not in ("io/simple", "noop"):
         fail(f"--workload must be io/simple or noop, not {workload!r}")
+    interrupt_on_signals()
     try:
         names = backend_names(backends)
         for name in names:
@@ -85,6 +89,8 @@ def drain(
                          say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        fail(INTERRUPTED, code=130)
     ratios = ledger_ratios(rows)
     if format == "json":
         import json
@@ -156,6 +162,7 @@ def overhead(
         if not sep or not name.replace("_", "").isalnum():
             fail(f"--api-setting takes NAME=VALUE (a TASKBENCH_* setting without the prefix), not {item!r}")
         api_env[f"TASKBENCH_{name.upper()}"] = value
+    interrupt_on_signals()
     try:
         config = OverheadConfig(
             backends=backend_names(backends), rounds=rounds, warmup=warmup, redis_url=redis_url,
@@ -164,6 +171,8 @@ def overhead(
         result, path = run_overhead(config, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        fail(INTERRUPTED, code=130)
     from taskbench.cli.report import publish
 
     publish(result, path, output, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
