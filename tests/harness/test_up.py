@@ -16,17 +16,23 @@ import redis
 from click.testing import Result
 
 from taskbench.harness.prometheus import find_prometheus
-from taskbench.net import free_port
 from taskbench.wait import wait_until
 from tests.helpers import assert_one_line_error, harness_cli
 
 
 def _free_block(size: int) -> int:
-    """A port whose next ``size - 1`` ports are free too (``up`` numbers its servers from it)."""
+    """A port whose next ``size - 1`` ports are free too (``up`` numbers its servers from it).
+
+    Taken below the kernel's ephemeral range: ``up`` binds them one after another over seconds, and a
+    port inside that range can meanwhile become the local port of any outgoing connection on the
+    machine (a parallel test's Redis client), which then holds it ("Address already in use").
+    """
+    import random
     import socket
 
-    for _ in range(50):
-        base = free_port()
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(200):
+        base = random.randrange(10_000, max(10_001, low - size))
         try:
             for port in range(base, base + size):
                 with socket.socket() as sock:
@@ -34,13 +40,13 @@ def _free_block(size: int) -> int:
         except OSError:
             continue
         return base
-    raise AssertionError(f"no {size} consecutive free ports")
+    raise AssertionError(f"no {size} consecutive free ports below the ephemeral range")
 
 
 @pytest.mark.slow
 def test_up_serves_every_url_and_stops_cleanly(redis_url: str, tmp_path: Path) -> None:
     base = _free_block(6)  # arq API, saq API and SAQ web, celery API and Flower
-    prometheus_port = free_port()
+    prometheus_port = _free_block(1)
     with harness_cli(
         ["up", "--backends", "arq,saq,celery", "--redis-url", redis_url, "--port", str(base),
          "--prometheus-port", str(prometheus_port), "--output", str(tmp_path)],
@@ -91,7 +97,7 @@ def test_dashboard_with_auth_refuses_strangers(backend: str, redis_url: str, run
     from taskbench.harness.processes import ProcessSet
 
     python = str(ensure_env(backends.info(backend).extra, quiet=True))
-    port = free_port()
+    port = _free_block(1)
     env = {**os.environ, "TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": run_id,
            "TASKBENCH_DASHBOARD_AUTH": "admin:s3cret"}
     with ProcessSet(env, stop_timeout=10) as procs:
