@@ -121,8 +121,9 @@ STEADY = (0.1, 0.9)
 
 
 def _cpu_per_task(marks: dict[float, tuple[float, int]], cpu: dict[float, float]) -> float | None:
-    """The worker's CPU µs per task executed between the 10 % and the 90 % marks; None without both."""
-    if len(marks) < len(STEADY) or len(cpu) < len(STEADY):
+    """The worker's CPU µs per task executed between the 10 % and the 90 % marks (``cpu`` is read at
+    each mark as it is reached); None without both."""
+    if len(marks) < len(STEADY):
         return None
     tasks = marks[STEADY[1]][1] - marks[STEADY[0]][1]
     spent = cpu[STEADY[1]] - cpu[STEADY[0]]

@@ -27,6 +27,15 @@ def test_steady_rate_is_the_rate_between_the_10_and_90_percent_marks() -> None:
     assert _steady({0.1: (10.0, 1000), 0.9: (10.0, 1000)}) is None, "both marks in one poll: no interval"
 
 
+def test_worker_cpu_per_task_is_the_cpu_between_the_marks_over_the_tasks_between_them() -> None:
+    from taskbench.drain import _cpu_per_task
+
+    marks = {0.1: (10.0, 100), 0.9: (12.0, 900)}
+    assert _cpu_per_task(marks, {0.1: 3.0, 0.9: 3.4}) == pytest.approx(500.0), "0.4 s of CPU over 800 tasks"
+    assert _cpu_per_task({0.1: (10.0, 100)}, {0.1: 3.0}) is None, "a drain that never reached 90 %"
+    assert _cpu_per_task(marks, {0.1: 3.4, 0.9: 3.0}) is None, "the worker was replaced between the marks"
+
+
 def test_drain_pin_names_a_bad_core_in_one_line(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "taskbench", "drain", "--backends", "arq", "--pin", "workers=999",
                           "--output", str(tmp_path)], capture_output=True, text=True, timeout=60, check=False)
