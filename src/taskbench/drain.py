@@ -1,10 +1,15 @@
 """One drain measurement, run inside a backend's environment (``taskbench drain-case``).
 
-Enqueue N tasks straight through the backend's producer (no HTTP), then start one worker process and
+Enqueue N tasks straight through the backend's producer (no HTTP), then start a worker process and
 time how long it takes to execute them all. The task is io/simple (one INCRBY, which the ledger's
 record joins in one round trip) or ``noop`` (nothing but the record). With the ledger off, the
 worker counts executions in memory and flushes the count in batches, so the difference between the
 two runs is the ledger's own cost.
+
+:func:`measure` drains with one worker. :func:`measure_pair` drains two runs at once, one worker with
+the ledger on and one with it off, side by side on the same cores, each from its own run's queue: both
+see the same machine at the same moments, so a machine whose speed changes from second to second (a
+shared VM's does by ±30 %) moves both rates alike and their ratio hardly at all.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from taskbench import backends
 from taskbench.backends.base import ServiceContext
@@ -24,6 +29,9 @@ from taskbench.procgroup import Managed, tree_cpu_seconds
 from taskbench.settings import Settings
 from taskbench.wait import WaitTimeoutError, wait_until
 from taskbench.workloads import Workloads
+
+if TYPE_CHECKING:
+    import redis
 
 
 async def _enqueue(settings: Settings, tasks: int, parallel: int, workload: str) -> float:
@@ -48,35 +56,75 @@ async def _enqueue(settings: Settings, tasks: int, parallel: int, workload: str)
 
 #: the workloads a drain may run: a task whose body is one Redis call, or none at all
 DRAIN_WORKLOADS = ("io/simple", NOOP)
+#: the shares of the tasks between which the steady drain rate is measured
+STEADY = (0.1, 0.9)
+
+
+def pair_run_ids(run_id: str) -> dict[bool, str]:
+    """The run ids of a paired drain's two runs, by ledger mode (each has its own keys and queue)."""
+    return {True: f"{run_id}.on", False: f"{run_id}.off"}
+
+
+class _Drainer:
+    """One worker process of a drain, started from the caller's environment with this run's id and
+    ledger mode, and the count of the tasks it has executed."""
+
+    def __init__(self, settings: Settings, client: redis.Redis, log_dir: Path, cpus: list[int] | None) -> None:
+        self.settings = settings
+        self._client = client
+        self._ledger = Ledger(settings.prefix)
+        self._done_key = f"{settings.prefix}done"
+        mode = "ledger" if settings.ledger else "noledger"
+        self.proc = Managed(name=f"worker-{mode}", argv=[sys.executable, "-m", "taskbench", "worker"],
+                            log_path=log_dir / f"drain-{settings.backend}-{mode}.log", cpus=cpus)
+        self.cpus: list[int] = []
+
+    def done(self) -> int:
+        """Distinct tasks executed (the ledger's count), or executions counted (ledger off)."""
+        if self.settings.ledger:
+            return self._ledger.executed_count(self._client)
+        return int(self._client.get(self._done_key) or 0)
+
+    def start(self) -> None:
+        self.proc.start({**os.environ, "TASKBENCH_RUN_ID": self.settings.run_id,
+                         "TASKBENCH_LEDGER": str(self.settings.ledger).lower()})
+        # the cores the worker may run on, as the kernel has them (the placement asked, or all)
+        self.cpus = sorted(os.sched_getaffinity(self.proc.pid))
+
+    def wait_ready(self) -> None:
+        try:
+            wait_until(lambda: self._client.hlen(self.settings.ready_key), 60, interval=0.005,
+                       what="the worker to start", abort=self.exited)
+        except WaitTimeoutError as exc:
+            raise RuntimeError(f"{exc}: {self.proc.tail()}") from None
+
+    def exited(self) -> str | None:
+        return None if self.proc.alive() else f"the worker exited: {self.proc.tail()}"
+
+    def cpu(self) -> float:
+        return tree_cpu_seconds(self.proc.pid)
+
+    def stop(self) -> None:
+        self.proc.stop(timeout=self.settings.shutdown_timeout + 5)
+
+
+def _check_workload(workload: str) -> None:
+    if workload not in DRAIN_WORKLOADS:
+        raise ValueError(f"a drain runs {' or '.join(DRAIN_WORKLOADS)}, not {workload!r}")
 
 
 def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.0, *,
             workload: str = "io/simple", worker_cpus: list[int] | None = None) -> dict[str, Any]:
+    """One worker drains ``tasks`` tasks enqueued beforehand: its rates and its CPU per task."""
     import redis
 
-    if workload not in DRAIN_WORKLOADS:
-        raise ValueError(f"a drain runs {' or '.join(DRAIN_WORKLOADS)}, not {workload!r}")
+    _check_workload(workload)
     enqueue_s = asyncio.run(_enqueue(settings, tasks, parallel=64, workload=workload))
     client = redis.Redis.from_url(settings.redis_url)
-    ledger = Ledger(settings.prefix)
-
-    def done() -> int:
-        if settings.ledger:
-            return ledger.executed_count(client)
-        return int(client.get(f"{settings.prefix}done") or 0)
-
-    worker = Managed(name="worker", argv=[sys.executable, "-m", "taskbench", "worker"],
-                     log_path=log_dir / f"drain-{settings.backend}-{'ledger' if settings.ledger else 'noledger'}.log",
-                     cpus=worker_cpus)
-    worker.start(os.environ)
+    worker = _Drainer(settings, client, log_dir, worker_cpus)
+    worker.start()
     try:
-        # the cores the worker may run on, as the kernel has them (the placement asked, or all)
-        placed = sorted(os.sched_getaffinity(worker.pid))
-        try:
-            wait_until(lambda: client.hlen(settings.ready_key), 60, interval=0.005, what="the worker to start",
-                       abort=lambda: None if worker.alive() else "the worker exited")
-        except WaitTimeoutError as exc:
-            raise RuntimeError(f"{exc}: {worker.tail()}") from None
+        worker.wait_ready()
         started = time.perf_counter()
         # the steady rate: from the 10 % mark to the 90 % mark, leaving out the worker's first
         # fetches and the last stragglers, which move a short drain's total time the most
@@ -84,19 +132,18 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
         cpu: dict[float, float] = {}  # the worker's CPU seconds at each mark
 
         def drained() -> bool:
-            count = done()
+            count = worker.done()
             for share in STEADY:
                 if share not in marks and count >= share * tasks:
                     marks[share] = (time.perf_counter(), count)
-                    cpu[share] = tree_cpu_seconds(worker.pid)
+                    cpu[share] = worker.cpu()
             return count >= tasks
 
-        wait_until(drained, timeout, interval=0.005, raise_on_timeout=False,
-                   abort=lambda: None if worker.alive() else "the worker exited")
+        wait_until(drained, timeout, interval=0.005, raise_on_timeout=False, abort=worker.exited)
         drain_s = time.perf_counter() - started
-        count = done()
+        count = worker.done()
     finally:
-        worker.stop(timeout=settings.shutdown_timeout + 5)
+        worker.stop()
         client.close()
     return {
         "backend": settings.backend,
@@ -112,12 +159,111 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
         # the worker's CPU per task over the same interval: the ledger's cost as the worker pays it,
         # whether or not the worker's core was the bottleneck of the rate
         "worker_cpu_us_per_task": _cpu_per_task(marks, cpu),
-        "worker_cpus": placed,
+        "worker_cpus": worker.cpus,
     }
 
 
-#: the shares of the tasks between which the steady drain rate is measured
-STEADY = (0.1, 0.9)
+#: a moment of a paired drain: (perf_counter, count on, count off, CPU s on, CPU s off)
+Snapshot = tuple[float, int, int, float, float]
+
+
+def measure_pair(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.0, *,
+                 workload: str = "io/simple", worker_cpus: list[int] | None = None,
+                 first: bool = True) -> list[dict[str, Any]]:
+    """Two runs of ``tasks`` tasks each (ids from :func:`pair_run_ids`), drained at once by two
+    workers on the same cores, the ledger on in one and off in the other; ``first``: the ledger mode
+    whose worker is started first. Returns a row per worker (ledger on first); each row's
+    ``steady_per_s`` and ``worker_cpu_us_per_task`` are taken over the *same* window: from the moment
+    both workers have executed 10 % of their tasks to the moment the first reaches 90 %."""
+    import redis
+
+    _check_workload(workload)
+    ids = pair_run_ids(settings.run_id)
+    runs = {mode: settings.model_copy(update={"run_id": ids[mode], "ledger": mode}) for mode in (True, False)}
+    enqueue_s = {mode: asyncio.run(_enqueue(runs[mode], tasks, parallel=64, workload=workload))
+                 for mode in (True, False)}
+    client = redis.Redis.from_url(settings.redis_url)
+    workers = {mode: _Drainer(runs[mode], client, log_dir, worker_cpus) for mode in (True, False)}
+    order = (first, not first)
+    try:
+        for mode in order:
+            workers[mode].start()
+        for mode in order:
+            workers[mode].wait_ready()
+        on, off = workers[True], workers[False]
+        started = time.perf_counter()
+        moments: dict[str, Snapshot] = {}
+        finished: dict[bool, float] = {}
+
+        def exited() -> str | None:
+            return on.exited() or off.exited()
+
+        def drained() -> bool:
+            now = time.perf_counter()
+            counts = {True: on.done(), False: off.done()}
+            low, high = (share * tasks for share in STEADY)
+            for name, reached in (("first", max(counts.values()) >= low), ("both", min(counts.values()) >= low),
+                                  ("end", max(counts.values()) >= high)):
+                if reached and name not in moments:
+                    moments[name] = (now, counts[True], counts[False], on.cpu(), off.cpu())
+            for mode, count in counts.items():
+                if count >= tasks and mode not in finished:
+                    finished[mode] = now - started
+            return len(finished) == 2
+
+        wait_until(drained, timeout, interval=0.005, raise_on_timeout=False, abort=exited)
+        executed = {True: on.done(), False: off.done()}
+    finally:
+        for mode in order:
+            workers[mode].stop()
+        client.close()
+    window = _window(moments)
+    rows = []
+    for mode in (True, False):
+        drain_s = finished.get(mode, time.perf_counter() - started)
+        rate, cpu_us = _window_rates(window, mode)
+        rows.append({
+            "backend": settings.backend,
+            "workload": workload,
+            "ledger": mode,
+            "paired": True,
+            "first": mode == first,
+            "tasks": tasks,
+            "executed": executed[mode],
+            "enqueue_s": enqueue_s[mode],
+            "enqueue_per_s": tasks / enqueue_s[mode],
+            "drain_s": drain_s,
+            "drain_per_s": executed[mode] / drain_s if drain_s else None,
+            "steady_per_s": rate,
+            "worker_cpu_us_per_task": cpu_us,
+            "window_s": None if window is None else window[1][0] - window[0][0],
+            "worker_cpus": workers[mode].cpus,
+        })
+    return rows
+
+
+def _window(moments: dict[str, Snapshot]) -> tuple[Snapshot, Snapshot] | None:
+    """The interval both workers' rates are taken over: from both at 10 % (or, when one reached 90 %
+    before the other reached 10 %, from the first at 10 %) to the first at 90 %; None without one."""
+    if "end" not in moments:
+        return None
+    start = moments.get("both")
+    if start is None or start[0] >= moments["end"][0]:
+        start = moments.get("first")
+    if start is None or start[0] >= moments["end"][0]:
+        return None
+    return start, moments["end"]
+
+
+def _window_rates(window: tuple[Snapshot, Snapshot] | None, ledger: bool) -> tuple[float | None, float | None]:
+    """A worker's tasks per second and CPU µs per task over the window (``ledger``: which worker)."""
+    if window is None:
+        return None, None
+    (t0, on0, off0, cpu_on0, cpu_off0), (t1, on1, off1, cpu_on1, cpu_off1) = window
+    tasks = on1 - on0 if ledger else off1 - off0
+    spent = cpu_on1 - cpu_on0 if ledger else cpu_off1 - cpu_off0
+    rate = tasks / (t1 - t0)
+    return rate, (spent / tasks * 1e6 if tasks > 0 and spent >= 0 else None)
 
 
 def _cpu_per_task(marks: dict[float, tuple[float, int]], cpu: dict[float, float]) -> float | None:

@@ -36,6 +36,34 @@ def test_worker_cpu_per_task_is_the_cpu_between_the_marks_over_the_tasks_between
     assert _cpu_per_task(marks, {0.1: 3.4, 0.9: 3.0}) is None, "the worker was replaced between the marks"
 
 
+def test_paired_window_runs_from_both_at_10_percent_to_the_first_at_90() -> None:
+    from taskbench.drain import _window, _window_rates
+
+    first = (1.0, 100, 20, 0.5, 0.4)
+    both = (2.0, 300, 100, 0.9, 0.8)
+    end = (4.0, 900, 500, 2.1, 2.0)
+    assert _window({"first": first, "both": both, "end": end}) == (both, end)
+    assert _window_rates((both, end), True) == (pytest.approx(300.0), pytest.approx(2000.0)), \
+        "600 tasks in 2 s on 1.2 s of CPU"
+    assert _window_rates((both, end), False) == (pytest.approx(200.0), pytest.approx(3000.0))
+    late = (5.0, 1000, 100, 2.5, 2.1)
+    assert _window({"first": first, "both": late, "end": end}) == (first, end), \
+        "one reached 90 % before the other reached 10 %: from the first at 10 %"
+    assert _window({"first": first, "both": both}) is None, "nobody reached 90 %"
+    assert _window({"first": end, "both": end, "end": end}) is None, "all in one poll: no interval"
+    assert _window_rates(None, True) == (None, None)
+
+
+def test_drain_method_is_checked_in_one_line(tmp_path: Path) -> None:
+    for args, message in ((["--method", "sideways"], "--method must be paired or alternating, not 'sideways'"),
+                          (["--method", "paired", "--ledger", "on"], "--method paired needs --ledger both")):
+        out = subprocess.run([sys.executable, "-m", "taskbench", "drain", "--backends", "arq", *args,
+                              "--output", str(tmp_path)], capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not list(tmp_path.iterdir()), "nothing was started"
+
+
 def test_drain_pin_names_a_bad_core_in_one_line(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "taskbench", "drain", "--backends", "arq", "--pin", "workers=999",
                           "--output", str(tmp_path)], capture_output=True, text=True, timeout=60, check=False)
@@ -50,7 +78,7 @@ def test_drain_measures_each_ledger_mode_and_cleans_up(redis_url: str, tmp_path:
     keys_before = {k for pattern in patterns for k in client.scan_iter(match=pattern, count=1000)}
     out = subprocess.run([sys.executable, "-m", "taskbench", "drain", "--backends", "arq", "--tasks", "200",
                           "--ledger", "both", "--redis-url", redis_url, "--output", str(tmp_path),
-                          "--format", "json", "--repeat", "2"],
+                          "--format", "json", "--repeat", "2", "--method", "alternating"],
                          capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     (path,) = tmp_path.glob("drain-*/drain.json")
@@ -59,7 +87,9 @@ def test_drain_measures_each_ledger_mode_and_cleans_up(redis_url: str, tmp_path:
         ("arq", 0, True, 200, "io/simple"), ("arq", 0, False, 200, "io/simple"),
         ("arq", 1, False, 200, "io/simple"), ("arq", 1, True, 200, "io/simple")], "the modes alternate"
     printed = json.loads(out.stdout)
+    assert printed["method"] == "alternating"
     entry = printed["backends"]["arq"]
+    assert entry["method"] == "alternating"
     rate = [r["steady_per_s"] or r["drain_per_s"] for r in rows]  # the steady rate where there is one
     on = (rate[0] + rate[3]) / 2  # the median of two
     off = (rate[1] + rate[2]) / 2
@@ -87,18 +117,59 @@ def test_drain_measures_each_ledger_mode_and_cleans_up(redis_url: str, tmp_path:
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "no process left"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_drain_stopped_by_a_signal_leaves_no_process(sig: signal.Signals, tmp_path: Path) -> None:
-    """The embedded Redis servers, the drain-case process and the worker it started all stop with it."""
-    with harness_cli(["drain", "--backends", "arq", "--tasks", "20000", "--ledger", "on",
+def test_paired_drain_runs_both_modes_at_once_and_takes_the_median_of_the_rounds_ratios(
+        redis_url: str, tmp_path: Path) -> None:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    client = redis.Redis.from_url(redis_url)
+    patterns = ("taskbench:drain-*", "arq:*:drain-*")
+    keys_before = {k for pattern in patterns for k in client.scan_iter(match=pattern, count=1000)}
+    out = subprocess.run([sys.executable, "-m", "taskbench", "drain", "--backends", "arq", "--tasks", "300",
+                          "--redis-url", redis_url, "--output", str(tmp_path), "--format", "json", "--repeat", "3"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (path,) = tmp_path.glob("drain-*/drain.json")
+    rows = json.loads(path.read_text())
+    assert [(r["round"], r["ledger"], r["paired"], r["first"], r["executed"]) for r in rows] == [
+        (0, True, True, True, 300), (0, False, True, False, 300), (1, True, True, False, 300),
+        (1, False, True, True, 300), (2, True, True, True, 300), (2, False, True, False, 300)], \
+        "a row per worker, ledger on first; the mode started first alternates"
+    printed = json.loads(out.stdout)
+    assert printed["method"] == "paired"
+    entry = printed["backends"]["arq"]
+    assert entry["method"] == "paired"
+    for on, off in zip(rows[::2], rows[1::2], strict=True):
+        assert on["window_s"] == off["window_s"], "both rates over the same seconds"
+        assert on["worker_cpus"] == off["worker_cpus"], "side by side on the same cores"
+    ratios = [on["steady_per_s"] / off["steady_per_s"] for on, off in zip(rows[::2], rows[1::2], strict=True)
+              if on["steady_per_s"] is not None and off["steady_per_s"]]
+    assert ratios, rows
+    assert entry["ratio_rounds"] == [pytest.approx(r) for r in ratios]
+    assert entry["ratio"] == pytest.approx(sorted(ratios)[len(ratios) // 2] if len(ratios) % 2 else
+                                           sum(sorted(ratios)[len(ratios) // 2 - 1:len(ratios) // 2 + 1]) / 2)
+    assert list(tmp_path.glob("drain-*/drain-arq-ledger.log")) and list(tmp_path.glob("drain-*/drain-arq-noledger.log"))
+    try:
+        keys_after = {k for pattern in patterns for k in client.scan_iter(match=pattern, count=1000)}
+        assert keys_after <= keys_before, "the drain deleted both runs' keys"
+    finally:
+        client.close()
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "no process left"
+
+
+@pytest.mark.parametrize(("sig", "ledger"), [(signal.SIGTERM, "on"), (signal.SIGINT, "both")])
+def test_drain_stopped_by_a_signal_leaves_no_process(sig: signal.Signals, ledger: str, tmp_path: Path) -> None:
+    """The embedded Redis servers, the drain-case process and the worker(s) it started all stop with it
+    (``both``: a paired drain, two workers)."""
+    workers = 2 if ledger == "both" else 1
+    with harness_cli(["drain", "--backends", "arq", "--tasks", "20000", "--ledger", ledger,
                       "--output", str(tmp_path)]) as proc:
         harness = psutil.Process(proc.pid)
 
         def draining() -> list[psutil.Process]:
             tree = harness.children(recursive=True)
-            names = " ".join(" ".join(p.cmdline()) for p in tree)
-            # two Redis servers (ledger, broker), the drain-case process, and its worker
-            return tree if "redis-server" in names and "taskbench worker" in names and len(tree) >= 4 else []
+            running = [" ".join(p.cmdline()) for p in tree]
+            # two Redis servers (ledger, broker), the drain-case process, and its worker(s)
+            started = sum("taskbench worker" in c for c in running) == workers
+            return tree if started and any("redis-server" in c for c in running) and len(tree) >= 3 + workers else []
 
         started = wait_until(draining, 120, interval=0.2, what="the drain's worker")
         assert started is not None

@@ -159,15 +159,25 @@ def drain_case(
     log_dir: Annotated[Path, typer.Option()] = Path("."),
     workload: Annotated[str, typer.Option()] = "io/simple",
     worker_cpus: Annotated[str, typer.Option(help="comma-separated cores for the worker process; empty: any")] = "",
+    paired: Annotated[str, typer.Option(
+        help="on | off: drain two runs at once, the ledger on in one worker and off in the other, this "
+             "mode's worker started first; empty: one worker, the ledger as the settings have it")] = "",
 ) -> None:
-    """Run inside a backend's environment by `taskbench drain`; prints one JSON line."""
+    """Run inside a backend's environment by `taskbench drain`; prints one JSON line (paired: a list)."""
     import json
 
-    from taskbench.drain import measure
+    from taskbench.drain import measure, measure_pair
 
-    interrupt_on_signals()  # stopped by the harness: the worker it started is stopped too
+    interrupt_on_signals()  # stopped by the harness: the workers it started are stopped too
     cpus = [int(c) for c in worker_cpus.split(",") if c.strip()] or None
+    if paired not in ("", "on", "off"):
+        fail(f"--paired must be on or off, not {paired!r}")
     try:
+        if paired:
+            rows = measure_pair(settings(), tasks, log_dir, workload=workload, worker_cpus=cpus,
+                                first=paired == "on")
+            print(json.dumps(rows))
+            return
         print(json.dumps(measure(settings(), tasks, log_dir, workload=workload, worker_cpus=cpus)))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -50,7 +50,11 @@ def drain(
         help="io/simple (one INCRBY a task) | noop (nothing but the ledger's record)")] = "io/simple",
     repeat: Annotated[int | None, typer.Option(
         min=1, max=20,
-        help="rounds per ledger mode, alternating; medians (default: 5 with --ledger both, else 1)")] = None,
+        help="rounds per ledger mode; medians (default: 5 with --ledger both, else 1)")] = None,
+    method: Annotated[str | None, typer.Option(
+        help="with --ledger both: paired (default: both modes at once, two workers side by side on the "
+             "worker's cores; the ratio of each round is taken over the same seconds) or alternating "
+             "(one worker at a time, the modes taking turns; a ratio of medians)")] = None,
     redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
     pin: Annotated[str, typer.Option(
         help="core placement: auto (the worker alone on one core, Redis and the rest on the others), off, "
@@ -74,6 +78,11 @@ def drain(
         repeat = 5 if ledger == "both" else 1
     if modes is None:
         fail(f"--ledger must be on, off or both, not {ledger!r}")
+    if method not in (None, "paired", "alternating"):
+        fail(f"--method must be paired or alternating, not {method!r}")
+    if method == "paired" and ledger != "both":
+        fail("--method paired needs --ledger both (it drains both modes at once)")
+    paired = ledger == "both" and method != "alternating"
     if format not in ("table", "json"):
         fail(f"--format must be table or json, not {format!r}")
     if workload not in ("io/simple", "noop"):
@@ -86,7 +95,7 @@ def drain(
         placement = drain_placement(pin)
         rows = run_drain(names, tasks=tasks, concurrency=concurrency, ledger_modes=modes,
                          redis_url=redis_url, output=output, workload=workload, repeat=repeat, placement=placement,
-                         say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+                         paired=paired, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -97,28 +106,41 @@ def drain(
         import sys
 
         sys.stdout.write(json.dumps({"tasks": tasks, "workload": workload, "concurrency": concurrency,
+                                     "method": "paired" if paired else "alternating",
                                      "placement": placement.to_dict(), "backends": ratios, "rows": rows},
                                     indent=1) + "\n")
         return
-    table = Table(title=f"drain of {tasks} {workload} tasks by one worker process (concurrency {concurrency})")
-    for col in ("backend", "version", "ledger", "enqueue/s (no HTTP)", "drain s", "drain tasks/s",
-                "steady tasks/s (10-90 %)", "worker CPU µs/task", "executed"):
+    who = ("two worker processes at once, side by side, the ledger on in one and off in the other" if paired
+           else "one worker process")
+    table = Table(title=f"drain of {tasks} {workload} tasks by {who} (concurrency {concurrency})")
+    steady_head = "tasks/s, both running (10-90 %)" if paired else "steady tasks/s (10-90 %)"
+    for col in ("backend", "version", "round", "ledger", "enqueue/s (no HTTP)", "drain s", "drain tasks/s",
+                steady_head, "worker CPU µs/task", "executed"):
         table.add_column(col)
     for row in rows:
         steady = row.get("steady_per_s")
         cpu = row.get("worker_cpu_us_per_task")
-        table.add_row(row["backend"], str(row["version"]), "on" if row["ledger"] else "off",
+        table.add_row(row["backend"], str(row["version"]), str(row["round"] + 1), "on" if row["ledger"] else "off",
                       f"{row['enqueue_per_s']:.0f}", f"{row['drain_s']:.2f}", f"{row['drain_per_s']:.0f}",
                       "–" if steady is None else f"{steady:.0f}", "–" if cpu is None else f"{cpu:.0f}",
                       str(row["executed"]))
     Console().print(table)
     for name, entry in ratios.items():
-        if entry["ratio"] is not None:
-            cpu_ratio = entry["cpu_ratio"]
-            cpu_text = "" if cpu_ratio is None else (
-                f"; worker CPU per task off ÷ on = {cpu_ratio:.2f} ({entry['cpu_off_us_per_task']:.0f} → "
-                f"{entry['cpu_on_us_per_task']:.0f} µs)")
-            Console().print(f"{name}: drain rate ledger on ÷ off = {entry['ratio']:.2f}{cpu_text}")
+        Console().print(_ratio_line(name, entry))
+
+
+def _ratio_line(name: str, entry: dict[str, Any]) -> str:
+    """One backend's ledger ratio as a sentence (paired: the median of the rounds' ratios and their range)."""
+    if entry["ratio"] is None:
+        return f"{name}: no ledger ratio (both modes need a measured rate)"
+    text = f"{name}: drain rate ledger on ÷ off = {entry['ratio']:.3f}"
+    rounds = [r for r in entry.get("ratio_rounds", []) if r is not None]
+    if rounds:
+        text += f" (median of {len(rounds)} paired rounds, {min(rounds):.3f} to {max(rounds):.3f})"
+    if entry["cpu_ratio"] is not None:
+        text += (f"; worker CPU per task off ÷ on = {entry['cpu_ratio']:.3f} ({entry['cpu_off_us_per_task']:.0f} → "
+                 f"{entry['cpu_on_us_per_task']:.0f} µs)")
+    return text
 
 
 def overhead(

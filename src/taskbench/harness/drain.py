@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -23,13 +24,19 @@ from taskbench.harness.stack import Stack
 def run_drain(
     names: list[str], *, tasks: int, concurrency: int, ledger_modes: list[bool], redis_url: str | None,
     output: Path, say: Callable[[str], None] = print, workload: str = "io/simple", repeat: int = 1,
-    placement: Placement | None = None,
+    placement: Placement | None = None, paired: bool = False,
 ) -> list[dict[str, Any]]:
     """Per backend, ``repeat`` rounds of a drain per ledger mode, the modes alternating within a round
     (on a shared machine a slow stretch then hits both modes, and ``ledger_ratios`` takes medians).
 
+    ``paired``: each round drains both modes at once instead, two workers side by side on the same
+    cores (:func:`taskbench.drain.measure_pair`), the mode started first alternating between rounds;
+    ``ledger_ratios`` then takes the median of the rounds' ratios.
+
     ``placement``: the worker on ``workers``' cores, the Redis servers on ``redis``', the process that
     enqueues and watches the drain on ``driver``'s (see :func:`drain_placement`)."""
+    from taskbench.drain import pair_run_ids
+
     placement = placement or Placement()
     out = output / f"drain-{uuid.uuid4().hex[:8]}"
     out.mkdir(parents=True, exist_ok=True)
@@ -42,34 +49,54 @@ def run_drain(
                 say(f"[{name}] skipped: no worker process, nothing to drain")
                 continue
             python = ensure_env(meta.extra)
-            cases = [(r, m) for r in range(repeat) for m in (ledger_modes[::-1] if r % 2 else ledger_modes)]
+            cases: list[tuple[int, bool]] = (
+                [(r, r % 2 == 0) for r in range(repeat)] if paired  # the mode whose worker starts first
+                else [(r, m) for r in range(repeat) for m in (ledger_modes[::-1] if r % 2 else ledger_modes)])
             for round_, ledger in cases:
                 run_id = f"drain-{uuid.uuid4().hex[:10]}"
                 env = {**os.environ, "TASKBENCH_BACKEND": name, "TASKBENCH_REDIS_URL": url,
                        "TASKBENCH_BROKER_URL": redis.broker_url,
                        "TASKBENCH_RUN_ID": run_id, "TASKBENCH_LEDGER": str(ledger).lower(),
                        "TASKBENCH_CONCURRENCY": str(concurrency), "PYTHONUNBUFFERED": "1"}
-                say(f"[{name}] {tasks} {workload} tasks, ledger {'on' if ledger else 'off'}")
-                log = out / f"drain-case-{name}-{'ledger' if ledger else 'noledger'}-{round_}.log"
-                with progress.phase(f"[{name}] enqueue and drain, ledger {'on' if ledger else 'off'}"), \
-                        Stack(env, name=run_id, stop_timeout=30) as stack:
-                    argv = [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks),
-                            "--log-dir", str(out), "--workload", workload,
-                            "--worker-cpus", ",".join(map(str, placement.workers or []))]
-                    case = stack.start("drain-case", argv, log, cpus=placement.driver)
-                    stack.wait_ready(partial(_exited, case), timeout=1200, interval=0.2,
-                                     what=f"the drain of {name} to finish (log: {log})")
-                    code = case.exit_code()
-                _cleanup(redis, run_id, meta)
-                lines = log.read_text(errors="replace").strip().splitlines()
-                if code != 0 or not lines or not lines[-1].startswith("{"):
-                    raise HarnessError(f"drain of {name} failed (exit {code}): " + "\n".join(lines[-10:]))
-                row = json.loads(lines[-1])
-                packages: Any = versions(str(python)).get("packages", {})
-                row["version"] = packages.get(name)
-                row["round"] = round_
-                rows.append(row)
+                mode = "on" if ledger else "off"
+                what = f"ledger on and off at once, round {round_ + 1} of {repeat}" if paired else f"ledger {mode}"
+                say(f"[{name}] {tasks} {workload} tasks{' a worker' if paired else ''}, {what}")
+                label = f"paired-{round_}" if paired else f"{'ledger' if ledger else 'noledger'}-{round_}"
+                log = out / f"drain-case-{name}-{label}.log"
+                argv = [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks),
+                        "--log-dir", str(out), "--workload", workload,
+                        "--worker-cpus", ",".join(map(str, placement.workers or []))]
+                if paired:
+                    argv += ["--paired", mode]
+                used = list(pair_run_ids(run_id).values()) if paired else [run_id]
+                try:
+                    with progress.phase(f"[{name}] enqueue and drain, {what}"), \
+                            Stack(env, name=run_id, stop_timeout=30) as stack:
+                        case = stack.start("drain-case", argv, log, cpus=placement.driver)
+                        stack.wait_ready(partial(_exited, case), timeout=1200, interval=0.2,
+                                         what=f"the drain of {name} to finish (log: {log})")
+                        code = case.exit_code()
+                except BaseException:
+                    with contextlib.suppress(Exception):  # the keys go; the reason it stopped is what is reported
+                        _cleanup(redis, used, meta)
+                    raise
+                _cleanup(redis, used, meta)
+                rows += _rows(log, name, code, python, round_)
     (out / "drain.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def _rows(log: Path, name: str, code: int | None, python: Path, round_: int) -> list[dict[str, Any]]:
+    """The row (one worker) or rows (a paired drain) a drain-case printed last, with the library's version."""
+    lines = log.read_text(errors="replace").strip().splitlines()
+    if code != 0 or not lines or not lines[-1].startswith(("{", "[")):
+        raise HarnessError(f"drain of {name} failed (exit {code}): " + "\n".join(lines[-10:]))
+    printed = json.loads(lines[-1])
+    packages: Any = versions(str(python)).get("packages", {})
+    rows: list[dict[str, Any]] = printed if isinstance(printed, list) else [printed]
+    for row in rows:
+        row["version"] = packages.get(name)
+        row["round"] = round_
     return rows
 
 
@@ -94,42 +121,69 @@ def ledger_ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     all tasks over the whole drain; each mode's figure is the median of its rounds. The worker's CPU per
     task over the same interval gives ``cpu_ratio`` = off ÷ on, in the same sense (1.0: free; below: the
     ledger costs the worker that share), which holds even when the worker's core was not what limited
-    the rate."""
+    the rate.
+
+    Paired rounds (both modes at once, ``method`` "paired") give a ratio each, over the same seconds:
+    ``ratio`` and ``cpu_ratio`` are then the medians of the rounds' ratios (``ratio_rounds``,
+    ``cpu_ratio_rounds``), which a machine whose speed changes between rounds moves far less than a
+    ratio of medians."""
     import statistics
 
     def median(values: list[float]) -> float | None:
         return statistics.median(values) if values else None
 
     out: dict[str, dict[str, Any]] = {}
+    pairs: dict[str, dict[int, dict[bool, dict[str, Any]]]] = {}
     for row in rows:
         entry = out.setdefault(row["backend"], {"version": row.get("version"), "workload": row.get("workload"),
+                                                "method": "paired" if row.get("paired") else "alternating",
                                                 "rounds_on": [], "rounds_off": [], "cpu_rounds_on": [],
                                                 "cpu_rounds_off": []})
         mode = "on" if row["ledger"] else "off"
-        entry[f"rounds_{mode}"].append(row.get("steady_per_s") or row["drain_per_s"])
+        entry[f"rounds_{mode}"].append(_rate(row))
         if row.get("worker_cpu_us_per_task"):
             entry[f"cpu_rounds_{mode}"].append(row["worker_cpu_us_per_task"])
-    for entry in out.values():
+        if row.get("paired"):
+            pairs.setdefault(row["backend"], {}).setdefault(row["round"], {})[row["ledger"]] = row
+    for backend, entry in out.items():
         on = entry["on"] = median(entry["rounds_on"])
         off = entry["off"] = median(entry["rounds_off"])
-        entry["ratio"] = on / off if on and off else None
         cpu_on = entry["cpu_on_us_per_task"] = median(entry["cpu_rounds_on"])
         cpu_off = entry["cpu_off_us_per_task"] = median(entry["cpu_rounds_off"])
-        entry["cpu_ratio"] = cpu_off / cpu_on if cpu_on and cpu_off else None
+        if entry["method"] == "paired":
+            both = [p for _, p in sorted(pairs[backend].items()) if len(p) == 2]
+            entry["ratio_rounds"] = [_ratio(p[True].get("steady_per_s"), p[False].get("steady_per_s"))
+                                     for p in both]
+            entry["cpu_ratio_rounds"] = [_ratio(p[False].get("worker_cpu_us_per_task"),
+                                                p[True].get("worker_cpu_us_per_task")) for p in both]
+            entry["ratio"] = median([r for r in entry["ratio_rounds"] if r is not None])
+            entry["cpu_ratio"] = median([r for r in entry["cpu_ratio_rounds"] if r is not None])
+        else:
+            entry["ratio"] = _ratio(on, off)
+            entry["cpu_ratio"] = _ratio(cpu_off, cpu_on)
     return out
+
+
+def _rate(row: dict[str, Any]) -> float:
+    return float(row.get("steady_per_s") or row["drain_per_s"])
+
+
+def _ratio(top: float | None, bottom: float | None) -> float | None:
+    return top / bottom if top is not None and bottom else None
 
 
 def _exited(proc: Managed) -> bool:
     return not proc.alive()
 
 
-def _cleanup(servers: RunRedis, run_id: str, meta: backends.BackendInfo) -> None:
+def _cleanup(servers: RunRedis, run_ids: list[str], meta: backends.BackendInfo) -> None:
     import redis
 
     client = redis.Redis.from_url(servers.url)
     broker = None if servers.shared else redis.Redis.from_url(servers.broker_url)
     try:
-        delete_run_keys(client, run_id, meta, broker)
+        for run_id in run_ids:
+            delete_run_keys(client, run_id, meta, broker)
     finally:
         client.close()
         if broker is not None:
