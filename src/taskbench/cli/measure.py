@@ -62,7 +62,8 @@ def drain(
     format: Annotated[str, typer.Option("--format", help="table | json (per backend the ledger's ratio)")] = "table",
     output: Annotated[Path, typer.Option(help="folder for logs and drain.json")] = Path("results"),
 ) -> None:
-    """One worker process's drain rate (tasks enqueued beforehand, no HTTP), with the ledger on and off."""
+    """A worker process's drain rate (tasks enqueued beforehand, no HTTP), with the ledger on and off: with
+    --ledger both, two workers at once side by side, one per mode, each round's ratio over the same seconds."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table

@@ -1,4 +1,5 @@
-"""``taskbench drain``: per backend, one worker's drain rate, ledger on and off, and the ledger's ratio."""
+"""``taskbench drain``: per backend, a worker's drain rate, ledger on and off (one worker at a time, or
+both modes at once side by side), and the ledger's ratio."""
 
 from __future__ import annotations
 
