@@ -50,7 +50,8 @@ def drain(
         help="io/simple (one INCRBY a task) | noop (nothing but the ledger's record)")] = "io/simple",
     repeat: Annotated[int | None, typer.Option(
         min=1, max=20,
-        help="rounds per ledger mode; medians (default: 5 with --ledger both, else 1)")] = None,
+        help="rounds per ledger mode (paired: rounds of both at once); medians (default: 5 with --ledger "
+             "both, else 1)")] = None,
     method: Annotated[str | None, typer.Option(
         help="with --ledger both: paired (default: both modes at once, two workers side by side on the "
              "worker's cores; the ratio of each round is taken over the same seconds) or alternating "

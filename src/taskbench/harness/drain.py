@@ -141,7 +141,9 @@ def ledger_ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                                 "rounds_on": [], "rounds_off": [], "cpu_rounds_on": [],
                                                 "cpu_rounds_off": []})
         mode = "on" if row["ledger"] else "off"
-        entry[f"rounds_{mode}"].append(_rate(row))
+        rate = row.get("steady_per_s") if row.get("paired") else _rate(row)
+        if rate is not None:  # a paired worker's whole drain ends alone: only the shared window counts
+            entry[f"rounds_{mode}"].append(rate)
         if row.get("worker_cpu_us_per_task"):
             entry[f"cpu_rounds_{mode}"].append(row["worker_cpu_us_per_task"])
         if row.get("paired"):
