@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from taskbench.driver import LoadResult, LoadSpec, RequestTemplate, run_load, run_load_async
+from taskbench.driver import LoadResult, LoadSpec, RequestTemplate, run_load, run_load_async, run_load_together
 
 SERVER = Path(__file__).with_name("_server.py")
 BODY = '{{"id": "{task_id}", "at": {enqueued_at}}}'
@@ -106,6 +106,26 @@ def test_run_load_in_worker_processes(port: int) -> None:
     assert all(0 <= c["utilization"] <= 1.5 for c in res.cpu)
     assert res.max_utilization == max(c["utilization"] for c in res.cpu)
     assert len(_stats(port)["bodies"]) == 401
+
+
+def test_targets_run_together_stop_when_the_first_reaches_its_bound(port: int) -> None:
+    _reset(port)
+    fast, slow = (RequestTemplate(host="127.0.0.1", port=port, path=p, body=BODY) for p in ("/ok", "/slow"))
+    spec = LoadSpec(users=4, requests=300, timeout=5.0)
+    res_fast, res_slow = run_load_together([fast, slow], spec)
+    for res in (res_fast, res_slow):
+        _check_consistent(res)
+        assert res.cpu == res_fast.cpu, "one driver process: the same CPU figures for both"
+    assert res_fast.requests == res_fast.ok == 300, "the fast target reaches its bound"
+    # /slow answers each request after 200 ms: 4 users do ~20 a second; it stopped with the fast one
+    assert 0 < res_slow.ok < 300 and res_slow.requests == res_slow.ok
+    assert abs(res_fast.first_send - res_slow.first_send) < 0.5, "both start together"
+    assert res_slow.last_response - res_fast.last_response < 0.5, "the slow one stops with the fast one"
+    assert {i.split("-")[0] for i in res_fast.accepted_ids} == {"0"}
+    assert {i.split("-")[0] for i in res_slow.accepted_ids} == {"1"}, "each target its own ids"
+    assert len(_stats(port)["bodies"]) == res_fast.ok + res_slow.ok
+    with pytest.raises(ValueError, match="at least one"):
+        run_load_together([], spec)
 
 
 def test_http_500_are_errors_with_their_ids(port: int) -> None:

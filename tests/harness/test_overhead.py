@@ -1,11 +1,15 @@
-"""``taskbench overhead``: three servers per backend, each loaded in every round; a loadable result and its ratio."""
+"""``taskbench overhead``: three servers per backend, loaded in every round (together or one after another); a
+loadable result and its ratio."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -33,27 +37,67 @@ def test_floor_gc_freeze_freezes_the_ceiling_and_floor_once_built(server: str) -
     assert ours[1:4] == ["-m", "taskbench", "serve"], "the reference API freezes itself (TASKBENCH_GC_FREEZE)"
 
 
-def test_overhead_loads_ceiling_floor_and_api_and_records_them(redis_url: str, tmp_path: Path) -> None:
+def _overhead(redis_url: str, tmp_path: Path, *args: str) -> tuple[dict[str, Any], OverheadCase]:
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     out = subprocess.run([sys.executable, "-m", "taskbench", "overhead", "--backends", "background", "--requests",
-                          "300", "--rounds", "2", "--warmup", "20", "--users", "10", "--redis-url", redis_url,
-                          "--output", str(tmp_path), "--format", "json"],
+                          "300", "--warmup", "20", "--users", "10", "--redis-url", redis_url,
+                          "--output", str(tmp_path), "--format", "json", *args],
                          capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "no server left running"
     printed = json.loads(out.stdout)
     result = load(Path(printed["result"]))
     assert result.kind == "overhead"
     (case,) = result.cases
     assert isinstance(case, OverheadCase) and case.status == "ok", case.failures
-    assert sorted((r.round, r.server) for r in case.rounds) == sorted(
-        (r, s) for r in range(2) for s in OVERHEAD_SERVERS)
-    assert all(r.load.ok == 300 for r in case.rounds), "every server answered every request with a 2xx"
-    assert case.ratio == pytest.approx(case.rps["taskbench"] / case.rps["floor"])
     assert all(r.cpu_us_per_request and r.cpu_us_per_request > 0 for r in case.rounds)
-    assert case.cpu_ratio == pytest.approx(case.cpu_us_per_request["floor"] / case.cpu_us_per_request["taskbench"])
+    assert not any(r.load.errors for r in case.rounds)
     assert printed["backends"]["background"]["ratio"] == pytest.approx(case.ratio)
+    return printed, case
+
+
+def test_overhead_loads_the_three_servers_of_a_round_together(redis_url: str, tmp_path: Path) -> None:
+    printed, case = _overhead(redis_url, tmp_path, "--rounds", "3")
+    assert case.method == printed["method"] == "together"
+    assert sorted((r.round, r.server) for r in case.rounds) == sorted(
+        (r, s) for r in range(3) for s in OVERHEAD_SERVERS)
+    for round_ in range(3):
+        trio = [r for r in case.rounds if r.round == round_]
+        assert [r.server for r in trio] == order(round_), "the order (and so who connects first) rotates"
+        # one driver loads all three until the first has had its 300: the others stop with it
+        assert max(r.load.ok for r in trio) == 300 and all(0 < r.load.ok <= 300 for r in trio)
+        starts, ends = [r.load.first_send for r in trio], [r.load.last_response for r in trio]
+        assert max(starts) - min(starts) < 1 and max(ends) - min(ends) < 1, "the same seconds for all three"
+        by = {r.server: r for r in trio}
+        assert case.ratio_rounds[round_] == pytest.approx(by["taskbench"].load.rps / by["floor"].load.rps)
+        assert case.cpu_ratio_rounds[round_] == pytest.approx(
+            by["floor"].cpu_us_per_request / by["taskbench"].cpu_us_per_request)
+    assert case.ratio == pytest.approx(statistics.median(case.ratio_rounds))
+    assert case.cpu_ratio == pytest.approx(statistics.median(case.cpu_ratio_rounds))
+    assert printed["backends"]["background"]["ratio_rounds"] == pytest.approx(case.ratio_rounds, abs=1e-4)
     report = subprocess.run([sys.executable, "-m", "taskbench", "report", printed["result"]],
                             capture_output=True, text=True, timeout=60, check=False)
     assert report.returncode == 0 and "background" in report.stdout and "floor" in report.stdout, report.stderr
-    assert "<table" in Path(printed["result"]).with_name("report.html").read_text()
-    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "no server left running"
+    assert "servers together" in report.stdout
+    page = Path(printed["result"]).with_name("report.html").read_text()
+    assert "<table" in page and "side by side" in page
+
+
+def test_overhead_sequential_loads_one_server_after_another(redis_url: str, tmp_path: Path) -> None:
+    printed, case = _overhead(redis_url, tmp_path, "--rounds", "1", "--method", "sequential")
+    assert case.method == printed["method"] == "sequential" and not case.ratio_rounds
+    assert [r.server for r in case.rounds] == order(0)
+    assert all(r.load.ok == 300 for r in case.rounds), "every server answered every request with a 2xx"
+    for earlier, later in itertools.pairwise(case.rounds):
+        assert earlier.load.last_response <= later.load.first_send, "one after another"
+    assert case.ratio == pytest.approx(case.rps["taskbench"] / case.rps["floor"])
+    assert case.cpu_ratio == pytest.approx(case.cpu_us_per_request["floor"] / case.cpu_us_per_request["taskbench"])
+
+
+def test_overhead_refuses_an_unknown_method(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "taskbench", "overhead", "--backends", "background", "--method",
+                          "parallel", "--output", str(tmp_path)], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert out.returncode != 0
+    assert "--method must be one of together, sequential, not 'parallel'" in out.stderr
+    assert "Traceback" not in out.stderr and not list(tmp_path.iterdir()), "refused before anything ran"

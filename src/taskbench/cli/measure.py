@@ -152,6 +152,11 @@ def overhead(
     duration: Annotated[float, typer.Option(min=1, max=600, help="most seconds per server and round")] = 30,
     rounds: Annotated[int, typer.Option(min=1, max=20, help="rounds; the servers' order rotates each round")] = 3,
     warmup: Annotated[int, typer.Option(min=0, max=100_000, help="warm-up requests per server start")] = 500,
+    method: Annotated[str, typer.Option(
+        "--method", help="together: a round's three servers side by side on the API's cores, loaded at once until "
+                         "the first has had --requests (every rate over the same seconds; the ratio is the median "
+                         "of the rounds' ratios) | sequential: one server after another (solo latencies)",
+    )] = "together",
     api_setting: Annotated[list[str] | None, typer.Option(
         "--api-setting", help="NAME=VALUE: a TASKBENCH_NAME setting of the reference API (repeatable); "
                               "its defaults otherwise")] = None,
@@ -191,7 +196,7 @@ def overhead(
         config = OverheadConfig(
             backends=backend_names(backends), rounds=rounds, warmup=warmup, redis_url=redis_url,
             load=LoadSpec(users=users, requests=requests, duration=duration), placement=Placement.parse(pin),
-            output=output, api_env=api_env, floor_gc_freeze=floor_gc_freeze)
+            output=output, api_env=api_env, floor_gc_freeze=floor_gc_freeze, method=method)
         result, path = run_overhead(config, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))

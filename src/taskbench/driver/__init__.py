@@ -5,7 +5,7 @@ response parsing, so that the driver is not the bottleneck of a benchmark.
 """
 
 from taskbench.driver.result import LoadResult
-from taskbench.driver.runner import run_load, run_load_async
+from taskbench.driver.runner import run_load, run_load_async, run_load_together
 from taskbench.driver.spec import LoadSpec, RequestTemplate
 from taskbench.histogram import Histogram
 
@@ -16,4 +16,5 @@ __all__ = [
     "RequestTemplate",
     "run_load",
     "run_load_async",
+    "run_load_together",
 ]

@@ -12,6 +12,7 @@ import asyncio
 import string
 import time
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter
 
 from taskbench.driver.conn import Conn
@@ -52,6 +53,8 @@ class Engine:
         self.idle: list[Conn] = []
         self.backlog: deque[tuple[int, float]] = deque()
         self.connecting = 0
+        #: called once, when this engine reserves its last request (engines run together stop together)
+        self.at_limit: Callable[[], None] | None = None
 
     # -- request building ------------------------------------------------------
     def _encode(self, body: str) -> bytes:
@@ -71,6 +74,8 @@ class Engine:
             return None
         seq = self.issued
         self.issued += 1
+        if self.issued == self.limit and self.at_limit is not None:
+            self.at_limit()
         if not self.res.first_send:
             self.res.first_send = perf_counter()
         return seq
@@ -292,14 +297,15 @@ class Engine:
         self.backlog.clear()
 
     # -- lifecycle -------------------------------------------------------------
-    def _stop(self) -> None:
+    def stop(self) -> None:
+        """Issue no further request; those in flight are still answered (or time out)."""
         self.stopping = True
 
     async def run(self) -> LoadResult:
         """Run to the spec's bound; returns this process's (unfinalized) result."""
         loop = asyncio.get_running_loop()
         self.t0 = perf_counter()
-        stopper = loop.call_later(self.spec.max_duration, self._stop)
+        stopper = loop.call_later(self.spec.max_duration, self.stop)
         sweeper = loop.create_task(self._sweep())
         try:
             if self.spec.model == "open":

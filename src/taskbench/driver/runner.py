@@ -32,15 +32,26 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     return factory
 
 
-async def _run_engine(template: RequestTemplate, spec: LoadSpec, index: int) -> LoadResult:
-    """One engine, with this process's CPU and wall time measured around it."""
+async def _run_engines(templates: list[RequestTemplate], spec: LoadSpec, index: int) -> list[LoadResult]:
+    """One engine per target in this loop, with this process's CPU and wall time measured around them.
+
+    With several targets, the first engine to reserve its last request stops them all, so every
+    target's rate covers the same seconds (no target runs on alone at the end).
+    """
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    res = await Engine(template, spec, index).run()
+    engines = [Engine(t, spec, index * len(templates) + i) for i, t in enumerate(templates)]
+    if len(engines) > 1:
+        def stop_all() -> None:
+            for engine in engines:
+                engine.stop()
+
+        for engine in engines:
+            engine.at_limit = stop_all
+    results = await asyncio.gather(*(e.run() for e in engines))
     cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
-    res.cpu = [
-        {"cpu_s": cpu_s, "wall_s": wall_s, "utilization": cpu_s / wall_s if wall_s > 0 else 0.0}
-    ]
-    return res
+    for res in results:  # one process drove them all: its CPU is every engine's
+        res.cpu = [{"cpu_s": cpu_s, "wall_s": wall_s, "utilization": cpu_s / wall_s if wall_s > 0 else 0.0}]
+    return list(results)
 
 
 async def run_load_async(template: RequestTemplate, spec: LoadSpec) -> LoadResult:
@@ -49,7 +60,7 @@ async def run_load_async(template: RequestTemplate, spec: LoadSpec) -> LoadResul
     CPU accounting covers the whole current process, including anything else
     running in it (e.g. an in-process test server).
     """
-    res = await _run_engine(template, spec, 0)
+    (res,) = await _run_engines([template], spec, 0)
     return merge_results([res])
 
 
@@ -63,18 +74,18 @@ def _report_start(barrier: Barrier, started: Callable[[], None]) -> None:
 
 def _worker_main(
     index: int,
-    template: RequestTemplate,
+    templates: list[RequestTemplate],
     spec: LoadSpec,
     barrier: Barrier,
-    out: MPQueue[tuple[int, dict[str, Any] | str]],
+    out: MPQueue[tuple[int, list[dict[str, Any]] | str]],
 ) -> None:
     """Entry point of one spawned driver process."""
     try:
         # Start all processes together so their per-second rows line up.
         barrier.wait(timeout=_START_GRACE_S)
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            res = runner.run(_run_engine(template, spec, index))
-        out.put((index, res.to_dict()))
+            results = runner.run(_run_engines(templates, spec, index))
+        out.put((index, [res.to_dict() for res in results]))
     except BaseException as exc:  # report anything, the parent must not hang
         out.put((index, f"{type(exc).__name__}: {exc}"))
         raise
@@ -88,17 +99,36 @@ def run_load(template: RequestTemplate, spec: LoadSpec, started: Callable[[], No
     thread of the parent) when the processes are up and start sending: spawning
     them takes a second or more, which is not load.
     """
+    return merge_results([parts[0] for parts in _spawn([template], spec, started)])
+
+
+def run_load_together(templates: list[RequestTemplate], spec: LoadSpec) -> list[LoadResult]:
+    """Run ``spec`` against every template at once, from the same driver processes; blocks.
+
+    Each target gets the whole spec (its users, its request bound); the first target whose
+    bound is reached stops all of them, so their rates are taken over the same seconds and a
+    machine that slows down mid-run slows every target alike. One result per template, in order.
+    """
+    if not templates:
+        raise ValueError("name at least one target")
+    per_process = _spawn(templates, spec, None)
+    return [merge_results([parts[k] for parts in per_process]) for k in range(len(templates))]
+
+
+def _spawn(templates: list[RequestTemplate], spec: LoadSpec,
+           started: Callable[[], None] | None) -> list[list[LoadResult]]:
+    """``spec.processes`` spawned driver processes, each driving every template; their results in order."""
     ctx = mp.get_context("spawn")
     parts = spec.split()
     barrier = ctx.Barrier(len(parts) + (started is not None))
     if started is not None:
         threading.Thread(target=_report_start, args=(barrier, started), name="taskbench-driver-start",
                          daemon=True).start()
-    out: MPQueue[tuple[int, dict[str, Any] | str]] = ctx.Queue()
+    out: MPQueue[tuple[int, list[dict[str, Any]] | str]] = ctx.Queue()
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(i, template, part, barrier, out),
+            args=(i, templates, part, barrier, out),
             name=f"taskbench-driver-{i}",
             daemon=True,
         )
@@ -108,7 +138,7 @@ def run_load(template: RequestTemplate, spec: LoadSpec, started: Callable[[], No
         p.start()
     deadline = time.monotonic() + _START_GRACE_S + spec.max_duration + spec.timeout
     deadline += _RESULT_GRACE_S
-    results: dict[int, LoadResult] = {}
+    results: dict[int, list[LoadResult]] = {}
     failures: list[str] = []
     try:
         while len(results) + len(failures) < len(procs):
@@ -129,7 +159,7 @@ def run_load(template: RequestTemplate, spec: LoadSpec, started: Callable[[], No
             if isinstance(payload, str):
                 failures.append(f"worker {index}: {payload}")
             else:
-                results[index] = LoadResult.from_dict(payload)
+                results[index] = [LoadResult.from_dict(d) for d in payload]
     finally:
         for p in procs:
             p.join(timeout=5.0)
@@ -139,4 +169,4 @@ def run_load(template: RequestTemplate, spec: LoadSpec, started: Callable[[], No
         out.close()
     if failures:
         raise RuntimeError("load driver failed: " + "; ".join(failures))
-    return merge_results([results[i] for i in sorted(results)])
+    return [results[i] for i in sorted(results)]

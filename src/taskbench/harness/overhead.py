@@ -1,7 +1,7 @@
 """``taskbench overhead``: per backend, the ceiling, the library's floor and taskbench's API, loaded alike.
 
-For every backend, in one run and with the same core placement, three servers are started one after
-another in the backend's environment and driven with the same load by the project's driver:
+For every backend, in one run and with the same core placement, three servers are started in the
+backend's environment and driven with the same load by the project's driver:
 
 - ``ceiling``: a bare FastAPI endpoint doing one ``await redis.incr`` (``service/baseline.py``);
 - ``floor``: a bare FastAPI endpoint handing the io/simple task to the library as its documentation
@@ -9,8 +9,15 @@ another in the backend's environment and driven with the same load by the projec
 - ``taskbench``: the reference API (``taskbench serve``) with its defaults.
 
 No worker runs: the three measure the request path only (``background`` runs its task in the API
-process, as its floor does). The order of the three rotates from round to round and each figure is
-the median of its rounds, so a slow stretch of a shared machine does not land on one server only.
+process, as its floor does).
+
+``together`` (the default): in every round the three run side by side on the API's cores, each in
+a session of its own (the scheduler shares the cores fairly between them), and one driver process
+loads all three at once until the first has had its requests: each server's rate covers the same
+seconds, so when the machine slows down (a shared VM's core speed moves by a factor of two from one
+second to the next) all three slow down alike. The ratio is the median of the rounds' ratios.
+``sequential``: one server after another, the order rotating each round, each figure the median of
+its rounds (solo latencies; the ratio only as steady as the machine is over minutes).
 """
 
 from __future__ import annotations
@@ -20,10 +27,11 @@ import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from taskbench import backends
-from taskbench.driver import LoadSpec, RequestTemplate, run_load
+from taskbench.driver import LoadSpec, RequestTemplate, run_load, run_load_together
 from taskbench.harness import progress
 from taskbench.harness.config import Placement
 from taskbench.harness.envs import ensure_env, project_root, versions
@@ -39,6 +47,7 @@ from taskbench.results import OVERHEAD_SERVERS, Load, OverheadCase, OverheadRoun
 from taskbench.results.cases import OverheadServer
 
 Say = Callable[[str], None]
+METHODS = ("together", "sequential")
 BODY = '{{"value":1,"task_id":"{task_id}","enqueued_at":{enqueued_at}}}'
 _UVICORN = (
     "import uvicorn; uvicorn.run({app!r}, factory=True, host='127.0.0.1', port={port}, loop='uvloop', "
@@ -68,8 +77,12 @@ class OverheadConfig:
     api_env: dict[str, str] = field(default_factory=dict)
     #: the ceiling and the floor gc.freeze() once built, as the reference API does by default
     floor_gc_freeze: bool = False
+    #: ``together``: the three servers of a round loaded at once; ``sequential``: one after another
+    method: str = "together"
 
     def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"--method must be one of {', '.join(METHODS)}, not {self.method!r}")
         if not self.backends:
             raise ValueError("name at least one backend")
         if not 1 <= self.rounds <= 20:
@@ -81,7 +94,7 @@ class OverheadConfig:
         load = {k: v for k, v in vars(self.load).items() if v is not None}
         return {"backends": self.backends, "load": load, "rounds": self.rounds, "warmup": self.warmup,
                 "placement": self.placement.to_dict(), "api_env": self.api_env,
-                "floor_gc_freeze": self.floor_gc_freeze}
+                "floor_gc_freeze": self.floor_gc_freeze, "method": self.method}
 
 
 def server_argv(server: str, backend: str, python: Path, port: int, *, frozen: bool = False) -> list[str]:
@@ -113,17 +126,27 @@ def run_overhead(config: OverheadConfig, say: Say = print) -> tuple[Result, Path
         url = servers.url
         result.redis = servers.info
         for index, name in enumerate(config.backends):
-            case = OverheadCase(backend=name, placement=config.placement.to_dict(), logs=str(out / name))
+            case = OverheadCase(backend=name, placement=config.placement.to_dict(), logs=str(out / name),
+                                method="together" if config.method == "together" else "sequential")
             try:
                 for round_ in range(config.rounds):
-                    for server in order(round_):
-                        label = f"[{name}] round {round_ + 1}/{config.rounds}: {server}"
-                        with progress.phase(label):
-                            load, argv, cpu = _one(config, name, server, pythons[name], url,
-                                                   f"{run_id}-{index}-{server}-{round_}", out / name)
+                    trio = order(round_)
+                    run_ids = {s: f"{run_id}-{index}-{s}-{round_}" for s in trio}
+                    label = f"[{name}] round {round_ + 1}/{config.rounds}"
+                    if config.method == "together":
+                        with progress.phase(f"{label}: {', '.join(trio)} together"):
+                            measured = _together(config, name, trio, pythons[name], url, run_ids, out / name)
+                    else:
+                        measured = {}
+                        for server in trio:
+                            with progress.phase(f"{label}: {server}"):
+                                measured[server] = _one(config, name, server, pythons[name], url, run_ids[server],
+                                                        out / name)
+                    for server in trio:
+                        load, argv, cpu = measured[server]
                         per_request = 1e6 * cpu / load.completed if load.completed else None
-                        say(f"{label}: {load.rps:.0f} req/s, server CPU {per_request or 0:.0f} µs a request, "
-                            f"errors {sum(load.errors.values())}")
+                        say(f"{label}: {server} {load.rps:.0f} req/s, server CPU {per_request or 0:.0f} µs a "
+                            f"request, errors {sum(load.errors.values())}")
                         case.rounds.append(OverheadRound(server=server, round=round_, argv=argv, load=load,
                                                          server_cpu_s=cpu, cpu_us_per_request=per_request))
             except Exception as exc:  # one backend that cannot start costs its row, not the run
@@ -144,11 +167,27 @@ def summarize(case: OverheadCase) -> None:
     case.rps = {s: statistics.median(r.load.rps for r in rs) for s, rs in by_server.items()}
     case.cpu_us_per_request = {s: statistics.median(r.cpu_us_per_request for r in rs if r.cpu_us_per_request)
                                for s, rs in by_server.items() if any(r.cpu_us_per_request for r in rs)}
-    floor_cpu, ours_cpu = case.cpu_us_per_request.get("floor"), case.cpu_us_per_request.get("taskbench")
-    case.cpu_ratio = floor_cpu / ours_cpu if floor_cpu and ours_cpu else None
     floor, ours, ceiling = (case.rps.get(s) for s in ("floor", "taskbench", "ceiling"))
-    case.ratio = ours / floor if floor and ours is not None else None
-    case.floor_vs_ceiling = floor / ceiling if ceiling and floor is not None else None
+    floor_cpu, ours_cpu = case.cpu_us_per_request.get("floor"), case.cpu_us_per_request.get("taskbench")
+    if case.method == "together":
+        # each round's servers ran over the same seconds: compare within a round, then take the median
+        per_round: dict[int, dict[str, OverheadRound]] = {}
+        for r in case.rounds:
+            per_round.setdefault(r.round, {})[r.server] = r
+        pairs = [(rs["floor"], rs["taskbench"]) for _, rs in sorted(per_round.items())
+                 if "floor" in rs and "taskbench" in rs]
+        case.ratio_rounds = [t.load.rps / f.load.rps for f, t in pairs if f.load.rps]
+        case.cpu_ratio_rounds = [f.cpu_us_per_request / t.cpu_us_per_request for f, t in pairs
+                                 if f.cpu_us_per_request and t.cpu_us_per_request]
+        case.ratio = statistics.median(case.ratio_rounds) if case.ratio_rounds else None
+        case.cpu_ratio = statistics.median(case.cpu_ratio_rounds) if case.cpu_ratio_rounds else None
+        vs_ceiling = [rs["floor"].load.rps / rs["ceiling"].load.rps for rs in per_round.values()
+                      if "floor" in rs and "ceiling" in rs and rs["ceiling"].load.rps]
+        case.floor_vs_ceiling = statistics.median(vs_ceiling) if vs_ceiling else None
+    else:
+        case.cpu_ratio = floor_cpu / ours_cpu if floor_cpu and ours_cpu else None
+        case.ratio = ours / floor if floor and ours is not None else None
+        case.floor_vs_ceiling = floor / ceiling if ceiling and floor is not None else None
     errors = sum(sum(r.load.errors.values()) for r in case.rounds)
     mine = by_server.get("taskbench", [])
     if mine:
@@ -191,6 +230,43 @@ def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_
     finally:
         _clean(redis_url, run_id, backend)
     return load, argv, cpu
+
+
+def _together(config: OverheadConfig, backend: str, servers: list[OverheadServer], python: Path, redis_url: str,
+              run_ids: dict[OverheadServer, str], logs: Path) -> dict[OverheadServer, tuple[Load, list[str], float]]:
+    """One round of ``together``: the servers started side by side, warmed up one by one, loaded at once."""
+    logs.mkdir(parents=True, exist_ok=True)
+    base = {**os.environ, "TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    ports = {server: free_port() for server in servers}
+    argvs = {server: server_argv(server, backend, python, ports[server], frozen=config.floor_gc_freeze)
+             for server in servers}
+    try:
+        with Stack(base, name=next(iter(run_ids.values())), stop_timeout=config.stop_timeout) as stack:
+            procs = {}
+            for server in servers:
+                env = {"TASKBENCH_RUN_ID": run_ids[server],
+                       "TASKBENCH_METRICS_DIR": str(logs / "metrics" / run_ids[server]),
+                       **(config.api_env if server == "taskbench" else {})}
+                procs[server] = stack.start(server, argvs[server], logs / f"{run_ids[server]}.log", role="api",
+                                            cpus=config.placement.api, env=env)
+            for server in servers:
+                stack.wait_ready(partial(healthy, ports[server]), timeout=config.startup_timeout,
+                                 what=f"the {server} server of {backend} to answer /health "
+                                      f"(log: {logs / f'{run_ids[server]}.log'})")
+            templates = [RequestTemplate(host="127.0.0.1", port=ports[s], path=f"/api/v1/incr/io/simple/{backend}",
+                                         body=BODY) for s in servers]
+            with pinned(config.placement.driver):
+                if config.warmup:
+                    for template in templates:
+                        run_load(template, LoadSpec(users=min(10, config.load.users), requests=config.warmup,
+                                                    id_prefix="w"))
+                before = {s: tree_cpu_seconds(procs[s].pid) for s in servers}
+                loads = run_load_together(templates, config.load)
+                cpu = {s: tree_cpu_seconds(procs[s].pid) - before[s] for s in servers}
+    finally:
+        for server in servers:
+            _clean(redis_url, run_ids[server], backend)
+    return {s: (load.to_model(), argvs[s], cpu[s]) for s, load in zip(servers, loads, strict=True)}
 
 
 def _clean(url: str, run_id: str, backend: str) -> None:

@@ -12,9 +12,22 @@ from taskbench.results import OVERHEAD_SERVERS, OverheadCase, Result
 
 HEADERS = {"ceiling": "ceiling\nreq/s", "floor": "library floor\nreq/s", "taskbench": "taskbench API\nreq/s"}
 EXPLAIN = ("ceiling: FastAPI + one `await redis.incr`; library floor: a bare FastAPI endpoint enqueuing as the "
-           "library's documentation shows; taskbench API: the reference API with its defaults. Each figure is "
-           "the median of the rounds (the servers' order rotates each round); ratio = taskbench ÷ floor; "
-           "CPU: the server's CPU time per request, floor ÷ taskbench.")
+           "library's documentation shows; taskbench API: the reference API with its defaults.")
+METHOD = {
+    "together": ("In each round the three servers ran side by side on the API's cores and were loaded at once "
+                 "until the first had had its requests, so a round's three rates cover the same seconds (and "
+                 "share the cores: each is about a third of what it serves alone). req/s: the median of the "
+                 "rounds; ratio = taskbench ÷ floor, the median of the rounds' ratios (their range beside it); "
+                 "CPU: the server's CPU time per request, floor ÷ taskbench, likewise."),
+    "sequential": ("The servers ran one after another, the order rotating each round; each figure is the "
+                   "median of the rounds; ratio = taskbench ÷ floor of those medians; CPU: the server's CPU "
+                   "time per request, floor ÷ taskbench."),
+}
+
+
+def method(result: Result) -> str:
+    """How the servers were loaded; results written before ``together`` existed are ``sequential``."""
+    return str((result.config or {}).get("method") or "sequential")
 
 
 def explain(result: Result) -> str:
@@ -27,7 +40,7 @@ def explain(result: Result) -> str:
                               "and the floor do not (--floor-gc-freeze gives them the same).")
     settings = ", ".join(f"{k}={v}" for k, v in api_env.items())
     changed = f" Reference API settings changed: {settings}." if settings else ""
-    return f"{EXPLAIN} {runtime}{changed}"
+    return f"{EXPLAIN} {METHOD.get(method(result), '')} {runtime}{changed}"
 
 
 def cases(result: Result) -> list[OverheadCase]:
@@ -39,6 +52,11 @@ def _spread(case: OverheadCase, server: str) -> str:
     return f"{values[0]:.0f}–{values[-1]:.0f}" if len(values) > 1 else ""
 
 
+def _ratio_spread(case: OverheadCase) -> str:
+    values = sorted(case.ratio_rounds)
+    return f"{values[0]:.2f}–{values[-1]:.2f}" if len(values) > 1 else ""
+
+
 def render(result: Result, console: Console | None = None) -> None:
     console = console or Console()
     if not console.is_terminal:
@@ -48,13 +66,13 @@ def render(result: Result, console: Console | None = None) -> None:
     bound = " or ".join(x for x in (f"{load['requests']} requests" if load.get("requests") else "",
                                     f"{load['duration']:g} s" if load.get("duration") else "") if x)
     table_ = Table(title=f"taskbench overhead {result.run_id}: io/simple, {load.get('users')} users, {bound} "
-                         f"per server and round, {rounds} rounds", title_justify="left")
+                         f"per server and round, {rounds} rounds, servers {method(result)}", title_justify="left")
     table_.add_column("backend", no_wrap=True)
     for server in OVERHEAD_SERVERS:
         table_.add_column(HEADERS[server], justify="right")
         table_.add_column("range", justify="right", style="dim")
-    for name in ("ratio\ntaskbench÷floor", "floor÷\nceiling", "CPU µs/req\nfloor / ours", "CPU ratio\nfloor÷ours",
-                 "taskbench\np95 ms", "status"):
+    for name in ("ratio\ntaskbench÷floor", "rounds'\nratios", "floor÷\nceiling", "CPU µs/req\nfloor / ours",
+                 "CPU ratio\nfloor÷ours", "taskbench\np95 ms", "status"):
         table_.add_column(name, justify="right" if name != "status" else "left")
     for case in cases(result):
         row = [case.backend]
@@ -65,7 +83,7 @@ def render(result: Result, console: Console | None = None) -> None:
         if case.ratio is not None and case.ratio < 0.9:
             ratio = f"[yellow]{ratio}[/]"
         cpu = case.cpu_us_per_request
-        row += [ratio, "–" if case.floor_vs_ceiling is None else f"{case.floor_vs_ceiling:.2f}",
+        row += [ratio, _ratio_spread(case), "–" if case.floor_vs_ceiling is None else f"{case.floor_vs_ceiling:.2f}",
                 f"{cpu.get('floor', 0):.0f} / {cpu.get('taskbench', 0):.0f}" if cpu else "–",
                 "–" if case.cpu_ratio is None else f"{case.cpu_ratio:.2f}",
                 "–" if case.summary.p95_ms is None else f"{case.summary.p95_ms:.1f}",
@@ -86,8 +104,11 @@ def ratios(result: Result, path: str | None = None) -> dict[str, Any]:
     return {
         "run_id": result.run_id,
         "result": path,
+        "method": method(result),
         "backends": {
-            c.backend: {"ratio": c.ratio, "floor_vs_ceiling": c.floor_vs_ceiling, "rps": c.rps,
+            c.backend: {"ratio": c.ratio, "ratio_rounds": [round(x, 4) for x in c.ratio_rounds],
+                        "cpu_ratio_rounds": [round(x, 4) for x in c.cpu_ratio_rounds],
+                        "floor_vs_ceiling": c.floor_vs_ceiling, "rps": c.rps,
                         "cpu_ratio": c.cpu_ratio, "cpu_us_per_request": c.cpu_us_per_request,
                         "rounds": {s: [round(r.load.rps, 1) for r in c.rounds if r.server == s]
                                    for s in OVERHEAD_SERVERS},
@@ -100,14 +121,15 @@ def ratios(result: Result, path: str | None = None) -> dict[str, Any]:
 def html(result: Result) -> str:
     title = f"taskbench overhead {result.run_id}"
     headers = [("backend", "l")] + [(HEADERS[s].replace("\n", " "), "") for s in OVERHEAD_SERVERS] + [
-        ("ratio taskbench÷floor", ""), ("floor÷ceiling", ""), ("CPU ratio floor÷taskbench", ""),
+        ("ratio taskbench÷floor", ""), ("rounds' ratios", ""), ("floor÷ceiling", ""), ("CPU ratio floor÷taskbench", ""),
         ("taskbench p95 ms", ""), ("status", "l")]
     rows = []
     for case in cases(result):
         row = [f'<td class="l">{esc(case.backend)}</td>']
         row += [cell(case.rps.get(s)) for s in OVERHEAD_SERVERS]
         row += [cell(case.ratio, "{:.2f}", css="warn" if case.ratio is not None and case.ratio < 0.9 else ""),
-                cell(case.floor_vs_ceiling, "{:.2f}"), cell(case.cpu_ratio, "{:.2f}"),
+                f"<td>{esc(_ratio_spread(case))}</td>", cell(case.floor_vs_ceiling, "{:.2f}"),
+                cell(case.cpu_ratio, "{:.2f}"),
                 cell(case.summary.p95_ms, "{:.1f}"),
                 f'<td class="l {"good" if case.status == "ok" else "bad"}">{esc(case.status)}</td>']
         rows.append(row)

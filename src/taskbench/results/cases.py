@@ -136,20 +136,27 @@ class OverheadRound(Model):
 
 class OverheadCase(CaseBase):
     """One backend: the ceiling (FastAPI + one INCR), the library's floor (its documented enqueue in a
-    bare FastAPI endpoint) and taskbench's reference API, loaded alike and interleaved over rounds.
+    bare FastAPI endpoint) and taskbench's reference API, loaded alike over rounds.
 
+    ``method``: ``together`` (the three servers of a round run side by side on the API's cores and are
+    loaded at once, so every rate covers the same seconds) or ``sequential`` (one after another, the
+    order rotating; results written before ``together`` existed are ``sequential``).
     ``rps`` holds each server's median over its rounds; ``ratio`` is taskbench ÷ floor, the share of
-    the library's own rate that taskbench keeps (1.0: taskbench costs nothing measurable). ``cpu_ratio``
-    is the same comparison on the server's CPU time per request, which a busy machine disturbs less.
+    the library's own rate that taskbench keeps (1.0: taskbench costs nothing measurable): with
+    ``together`` the median of the rounds' ratios (``ratio_rounds``), else the ratio of the medians.
+    ``cpu_ratio`` is the same comparison on the server's CPU time per request.
     """
 
     kind: Literal["overhead"] = "overhead"
     backend: str
     workload: str = "io/simple"
+    method: Literal["together", "sequential"] = "sequential"
     placement: dict[str, list[int] | None] = {}
     rounds: list[OverheadRound] = []
     rps: dict[str, float] = {}
     ratio: float | None = None
+    ratio_rounds: list[float] = []
+    cpu_ratio_rounds: list[float] = []
     floor_vs_ceiling: float | None = None
     #: each server's median CPU µs per request, and floor ÷ taskbench of it (1.0: taskbench costs no CPU)
     cpu_us_per_request: dict[str, float] = {}
