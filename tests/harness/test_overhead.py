@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from taskbench.harness.overhead import order, server_argv
+from taskbench.harness.overhead import PAIRS, order, pairs, server_argv
 from taskbench.results import OVERHEAD_SERVERS, OverheadCase, load
 
 pytestmark = pytest.mark.slow
@@ -56,37 +56,50 @@ def _overhead(redis_url: str, tmp_path: Path, *args: str) -> tuple[dict[str, Any
     return printed, case
 
 
-def test_overhead_loads_the_three_servers_of_a_round_together(redis_url: str, tmp_path: Path) -> None:
+def test_pairs_alternate_which_pair_goes_first_and_who_connects_first() -> None:
+    rounds = [pairs(r) for r in range(4)]
+    assert all(sorted(tuple(sorted(p)) for p in r) == [("ceiling", "floor"), ("floor", "taskbench")] for r in rounds)
+    assert {frozenset(r[0]) for r in rounds} == {frozenset(PAIRS[0]), frozenset(PAIRS[1])}, "either pair first"
+    assert {r[0][0] for r in rounds} >= {"floor", "taskbench"}, "either server of the ratio's pair first"
+
+
+def test_overhead_loads_two_servers_at_a_time_over_the_same_seconds(redis_url: str, tmp_path: Path) -> None:
     printed, case = _overhead(redis_url, tmp_path, "--rounds", "3")
     assert case.method == printed["method"] == "together"
-    assert sorted((r.round, r.server) for r in case.rounds) == sorted(
-        (r, s) for r in range(3) for s in OVERHEAD_SERVERS)
+    expected = {("floor", "taskbench"), ("taskbench", "floor"), ("ceiling", "floor"), ("floor", "ceiling")}
     for round_ in range(3):
-        trio = [r for r in case.rounds if r.round == round_]
-        assert [r.server for r in trio] == order(round_), "the order (and so who connects first) rotates"
-        # one driver loads all three until the first has had its 300: the others stop with it
-        assert max(r.load.ok for r in trio) == 300 and all(0 < r.load.ok <= 300 for r in trio)
-        starts, ends = [r.load.first_send for r in trio], [r.load.last_response for r in trio]
-        assert max(starts) - min(starts) < 1 and max(ends) - min(ends) < 1, "the same seconds for all three"
-        by = {r.server: r for r in trio}
-        assert case.ratio_rounds[round_] == pytest.approx(by["taskbench"].load.rps / by["floor"].load.rps)
-        assert case.cpu_ratio_rounds[round_] == pytest.approx(
-            by["floor"].cpu_us_per_request / by["taskbench"].cpu_us_per_request)
+        got = [r for r in case.rounds if r.round == round_]
+        assert {(r.server, r.beside) for r in got} == expected
+        assert [(r.server, r.beside) for r in got][::2] == [p for p in pairs(round_)], "the round's order"
+        for first, second in zip(got[::2], got[1::2], strict=True):
+            # one driver loads both until the first has had its 300: the other stops with it
+            assert max(first.load.ok, second.load.ok) == 300 and min(first.load.ok, second.load.ok) > 0
+            assert abs(first.load.first_send - second.load.first_send) < 1, "both start together"
+            assert abs(first.load.last_response - second.load.last_response) < 1, "and stop together"
+        by = {(r.server, r.beside): r for r in got}
+        floor, ours = by["floor", "taskbench"], by["taskbench", "floor"]
+        assert case.ratio_rounds[round_] == pytest.approx(ours.load.rps / floor.load.rps)
+        assert case.cpu_ratio_rounds[round_] == pytest.approx(floor.cpu_us_per_request / ours.cpu_us_per_request)
     assert case.ratio == pytest.approx(statistics.median(case.ratio_rounds))
     assert case.cpu_ratio == pytest.approx(statistics.median(case.cpu_ratio_rounds))
+    assert case.rps["floor"] == pytest.approx(statistics.median(
+        r.load.rps for r in case.rounds if r.server == "floor" and r.beside == "taskbench")), "the ratio's floor"
+    assert case.floor_vs_ceiling == pytest.approx(statistics.median(
+        next(r for r in case.rounds if r.round == n and r.server == "floor" and r.beside == "ceiling").load.rps
+        / next(r for r in case.rounds if r.round == n and r.server == "ceiling").load.rps for n in range(3)))
     assert printed["backends"]["background"]["ratio_rounds"] == pytest.approx(case.ratio_rounds, abs=1e-4)
     report = subprocess.run([sys.executable, "-m", "taskbench", "report", printed["result"]],
                             capture_output=True, text=True, timeout=60, check=False)
     assert report.returncode == 0 and "background" in report.stdout and "floor" in report.stdout, report.stderr
     assert "servers together" in report.stdout
     page = Path(printed["result"]).with_name("report.html").read_text()
-    assert "<table" in page and "side by side" in page
+    assert "<table" in page and "side by side" in page and "beside" in page
 
 
 def test_overhead_sequential_loads_one_server_after_another(redis_url: str, tmp_path: Path) -> None:
     printed, case = _overhead(redis_url, tmp_path, "--rounds", "1", "--method", "sequential")
     assert case.method == printed["method"] == "sequential" and not case.ratio_rounds
-    assert [r.server for r in case.rounds] == order(0)
+    assert [r.server for r in case.rounds] == order(0) and not any(r.beside for r in case.rounds)
     assert all(r.load.ok == 300 for r in case.rounds), "every server answered every request with a 2xx"
     for earlier, later in itertools.pairwise(case.rounds):
         assert earlier.load.last_response <= later.load.first_send, "one after another"

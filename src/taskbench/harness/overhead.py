@@ -13,9 +13,13 @@ process, as its floor does).
 
 ``together`` (the default): in every round the three run side by side on the API's cores, each in
 a session of its own (the scheduler shares the cores fairly between them), and one driver process
-loads all three at once until the first has had its requests: each server's rate covers the same
-seconds, so when the machine slows down (a shared VM's core speed moves by a factor of two from one
-second to the next) all three slow down alike. The ratio is the median of the rounds' ratios.
+loads two of them at once until the first has had its requests: the floor and taskbench's API (the
+ratio), then the ceiling and the floor (floor ÷ ceiling), the pairs' order alternating. The two
+rates of a pair cover the same seconds, so when the machine slows down (a shared VM's core speed
+moves by a factor of two from one second to the next) both slow down alike. The ratio is the median
+of the rounds' ratios. Pairs, not all three at once: with three servers sharing a core, one whose
+request waits on a round trip the other two do not make (the API's task-id claim beside
+``background``'s floor, which awaits nothing) lost a further 8 % of its CPU share to them.
 ``sequential``: one server after another, the order rotating each round, each figure the median of
 its rounds (solo latencies; the ratio only as steady as the machine is over minutes).
 """
@@ -112,6 +116,16 @@ def order(round_: int) -> list[OverheadServer]:
     return [*OVERHEAD_SERVERS[shift:], *OVERHEAD_SERVERS[:shift]]
 
 
+#: ``together``: the pairs loaded at once in a round; the first gives the ratio, the second floor ÷ ceiling
+PAIRS: tuple[tuple[OverheadServer, OverheadServer], ...] = (("floor", "taskbench"), ("ceiling", "floor"))
+
+
+def pairs(round_: int) -> list[tuple[OverheadServer, OverheadServer]]:
+    """A round's pairs: which pair goes first, and which server of a pair connects first, alternate."""
+    ordered = list(PAIRS) if round_ % 2 == 0 else list(reversed(PAIRS))
+    return [pair if (round_ // 2) % 2 == 0 else (pair[1], pair[0]) for pair in ordered]
+
+
 def run_overhead(config: OverheadConfig, say: Say = print) -> tuple[Result, Path]:
     run_id = f"overhead-{stamp()}-{os.getpid()}"
     out = config.output / run_id
@@ -134,21 +148,22 @@ def run_overhead(config: OverheadConfig, say: Say = print) -> tuple[Result, Path
                     run_ids = {s: f"{run_id}-{index}-{s}-{round_}" for s in trio}
                     label = f"[{name}] round {round_ + 1}/{config.rounds}"
                     if config.method == "together":
-                        with progress.phase(f"{label}: {', '.join(trio)} together"):
-                            measured = _together(config, name, trio, pythons[name], url, run_ids, out / name)
+                        with progress.phase(f"{label}: {' and '.join('+'.join(p) for p in pairs(round_))}"):
+                            measured = _together(config, name, pairs(round_), pythons[name], url, run_ids, out / name)
                     else:
-                        measured = {}
+                        measured = []
                         for server in trio:
                             with progress.phase(f"{label}: {server}"):
-                                measured[server] = _one(config, name, server, pythons[name], url, run_ids[server],
-                                                        out / name)
-                    for server in trio:
-                        load, argv, cpu = measured[server]
+                                load, argv, cpu = _one(config, name, server, pythons[name], url, run_ids[server],
+                                                       out / name)
+                            measured.append((server, None, load, argv, cpu))
+                    for server, beside, load, argv, cpu in measured:
                         per_request = 1e6 * cpu / load.completed if load.completed else None
-                        say(f"{label}: {server} {load.rps:.0f} req/s, server CPU {per_request or 0:.0f} µs a "
+                        said = f" (beside {beside})" if beside else ""
+                        say(f"{label}: {server}{said} {load.rps:.0f} req/s, server CPU {per_request or 0:.0f} µs a "
                             f"request, errors {sum(load.errors.values())}")
-                        case.rounds.append(OverheadRound(server=server, round=round_, argv=argv, load=load,
-                                                         server_cpu_s=cpu, cpu_us_per_request=per_request))
+                        case.rounds.append(OverheadRound(server=server, round=round_, beside=beside, argv=argv,
+                                                         load=load, server_cpu_s=cpu, cpu_us_per_request=per_request))
             except Exception as exc:  # one backend that cannot start costs its row, not the run
                 case.failures.append(f"{type(exc).__name__}: {exc}")
             summarize(case)
@@ -163,6 +178,8 @@ def summarize(case: OverheadCase) -> None:
     """Medians per server, the ratios, the row's figures and its status."""
     by_server: dict[str, list[OverheadRound]] = {}
     for r in case.rounds:
+        if r.server == "floor" and r.beside == "ceiling":
+            continue  # the floor's figures are those beside taskbench's API (the ratio's pair)
         by_server.setdefault(r.server, []).append(r)
     case.rps = {s: statistics.median(r.load.rps for r in rs) for s, rs in by_server.items()}
     case.cpu_us_per_request = {s: statistics.median(r.cpu_us_per_request for r in rs if r.cpu_us_per_request)
@@ -170,19 +187,19 @@ def summarize(case: OverheadCase) -> None:
     floor, ours, ceiling = (case.rps.get(s) for s in ("floor", "taskbench", "ceiling"))
     floor_cpu, ours_cpu = case.cpu_us_per_request.get("floor"), case.cpu_us_per_request.get("taskbench")
     if case.method == "together":
-        # each round's servers ran over the same seconds: compare within a round, then take the median
-        per_round: dict[int, dict[str, OverheadRound]] = {}
-        for r in case.rounds:
-            per_round.setdefault(r.round, {})[r.server] = r
-        pairs = [(rs["floor"], rs["taskbench"]) for _, rs in sorted(per_round.items())
-                 if "floor" in rs and "taskbench" in rs]
-        case.ratio_rounds = [t.load.rps / f.load.rps for f, t in pairs if f.load.rps]
-        case.cpu_ratio_rounds = [f.cpu_us_per_request / t.cpu_us_per_request for f, t in pairs
+        # a pair's two servers ran over the same seconds: compare within a pair, then take the median
+        pair: dict[tuple[int, str, str], OverheadRound] = {(r.round, r.server, r.beside or ""): r for r in case.rounds}
+        rounds_ = sorted({r.round for r in case.rounds})
+        ab = [(pair[n, "floor", "taskbench"], pair[n, "taskbench", "floor"]) for n in rounds_
+              if (n, "floor", "taskbench") in pair and (n, "taskbench", "floor") in pair]
+        case.ratio_rounds = [t.load.rps / f.load.rps for f, t in ab if f.load.rps]
+        case.cpu_ratio_rounds = [f.cpu_us_per_request / t.cpu_us_per_request for f, t in ab
                                  if f.cpu_us_per_request and t.cpu_us_per_request]
         case.ratio = statistics.median(case.ratio_rounds) if case.ratio_rounds else None
         case.cpu_ratio = statistics.median(case.cpu_ratio_rounds) if case.cpu_ratio_rounds else None
-        vs_ceiling = [rs["floor"].load.rps / rs["ceiling"].load.rps for rs in per_round.values()
-                      if "floor" in rs and "ceiling" in rs and rs["ceiling"].load.rps]
+        vs_ceiling = [pair[n, "floor", "ceiling"].load.rps / pair[n, "ceiling", "floor"].load.rps for n in rounds_
+                      if (n, "floor", "ceiling") in pair and (n, "ceiling", "floor") in pair
+                      and pair[n, "ceiling", "floor"].load.rps]
         case.floor_vs_ceiling = statistics.median(vs_ceiling) if vs_ceiling else None
     else:
         case.cpu_ratio = floor_cpu / ours_cpu if floor_cpu and ours_cpu else None
@@ -232,16 +249,20 @@ def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_
     return load, argv, cpu
 
 
-def _together(config: OverheadConfig, backend: str, servers: list[OverheadServer], python: Path, redis_url: str,
-              run_ids: dict[OverheadServer, str], logs: Path) -> dict[OverheadServer, tuple[Load, list[str], float]]:
-    """One round of ``together``: the servers started side by side, warmed up one by one, loaded at once."""
+def _together(config: OverheadConfig, backend: str, pairs_: list[tuple[OverheadServer, OverheadServer]],
+              python: Path, redis_url: str, run_ids: dict[OverheadServer, str], logs: Path,
+              ) -> list[tuple[OverheadServer, OverheadServer | None, Load, list[str], float]]:
+    """One round of ``together``: the three servers started side by side and warmed up one by one, then
+    each pair loaded at once (the third server idle meanwhile)."""
     logs.mkdir(parents=True, exist_ok=True)
+    servers = list(OVERHEAD_SERVERS)
     base = {**os.environ, "TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
     ports = {server: free_port() for server in servers}
     argvs = {server: server_argv(server, backend, python, ports[server], frozen=config.floor_gc_freeze)
              for server in servers}
+    measured: list[tuple[OverheadServer, OverheadServer | None, Load, list[str], float]] = []
     try:
-        with Stack(base, name=next(iter(run_ids.values())), stop_timeout=config.stop_timeout) as stack:
+        with Stack(base, name=run_ids["taskbench"], stop_timeout=config.stop_timeout) as stack:
             procs = {}
             for server in servers:
                 env = {"TASKBENCH_RUN_ID": run_ids[server],
@@ -253,20 +274,23 @@ def _together(config: OverheadConfig, backend: str, servers: list[OverheadServer
                 stack.wait_ready(partial(healthy, ports[server]), timeout=config.startup_timeout,
                                  what=f"the {server} server of {backend} to answer /health "
                                       f"(log: {logs / f'{run_ids[server]}.log'})")
-            templates = [RequestTemplate(host="127.0.0.1", port=ports[s], path=f"/api/v1/incr/io/simple/{backend}",
-                                         body=BODY) for s in servers]
+            templates = {s: RequestTemplate(host="127.0.0.1", port=ports[s], path=f"/api/v1/incr/io/simple/{backend}",
+                                            body=BODY) for s in servers}
             with pinned(config.placement.driver):
                 if config.warmup:
-                    for template in templates:
-                        run_load(template, LoadSpec(users=min(10, config.load.users), requests=config.warmup,
-                                                    id_prefix="w"))
-                before = {s: tree_cpu_seconds(procs[s].pid) for s in servers}
-                loads = run_load_together(templates, config.load)
-                cpu = {s: tree_cpu_seconds(procs[s].pid) - before[s] for s in servers}
+                    for server in servers:
+                        run_load(templates[server], LoadSpec(users=min(10, config.load.users),
+                                                             requests=config.warmup, id_prefix="w"))
+                for pair in pairs_:
+                    before = {s: tree_cpu_seconds(procs[s].pid) for s in pair}
+                    loads = run_load_together([templates[s] for s in pair], config.load)
+                    cpu = {s: tree_cpu_seconds(procs[s].pid) - before[s] for s in pair}
+                    for server, other, load in zip(pair, reversed(pair), loads, strict=True):
+                        measured.append((server, other, load.to_model(), argvs[server], cpu[server]))
     finally:
         for server in servers:
             _clean(redis_url, run_ids[server], backend)
-    return {s: (load.to_model(), argvs[s], cpu[s]) for s, load in zip(servers, loads, strict=True)}
+    return measured
 
 
 def _clean(url: str, run_id: str, backend: str) -> None:

@@ -14,11 +14,12 @@ HEADERS = {"ceiling": "ceiling\nreq/s", "floor": "library floor\nreq/s", "taskbe
 EXPLAIN = ("ceiling: FastAPI + one `await redis.incr`; library floor: a bare FastAPI endpoint enqueuing as the "
            "library's documentation shows; taskbench API: the reference API with its defaults.")
 METHOD = {
-    "together": ("In each round the three servers ran side by side on the API's cores and were loaded at once "
-                 "until the first had had its requests, so a round's three rates cover the same seconds (and "
-                 "share the cores: each is about a third of what it serves alone). req/s: the median of the "
-                 "rounds; ratio = taskbench ÷ floor, the median of the rounds' ratios (their range beside it); "
-                 "CPU: the server's CPU time per request, floor ÷ taskbench, likewise."),
+    "together": ("In each round two servers at a time ran side by side on the API's cores and were loaded at "
+                 "once until the first had had its requests: the floor and taskbench's API, then the ceiling and "
+                 "the floor; a pair's two rates cover the same seconds (and share the cores: each is about half "
+                 "of what it serves alone). req/s: the median of the rounds (the floor's beside taskbench); "
+                 "ratio = taskbench ÷ floor, the median of the rounds' ratios (their range beside it); "
+                 "floor ÷ ceiling from their pair; CPU: the server's CPU time per request, floor ÷ taskbench."),
     "sequential": ("The servers ran one after another, the order rotating each round; each figure is the "
                    "median of the rounds; ratio = taskbench ÷ floor of those medians; CPU: the server's CPU "
                    "time per request, floor ÷ taskbench."),
@@ -138,7 +139,8 @@ def html(result: Result) -> str:
         for r in case.rounds:
             lat = r.load.latency_ms
             round_rows.append([f'<td class="l">{esc(case.backend)}</td>', cell(r.round + 1, "{}"),
-                               f'<td class="l">{esc(r.server)}</td>', cell(r.load.rps), cell(lat.p50, "{:.1f}"),
+                               f'<td class="l">{esc(r.server)}</td>', f'<td class="l">{esc(r.beside or "–")}</td>',
+                               cell(r.load.rps), cell(lat.p50, "{:.1f}"),
                                cell(lat.p95, "{:.1f}"), cell(sum(r.load.errors.values()), "{}"),
                                cell(100 * r.load.max_utilization), cell(r.cpu_us_per_request)])
     m = result.machine
@@ -148,7 +150,8 @@ def html(result: Result) -> str:
                ("commit", result.commit.commit), ("CPU", m.cpu_model), ("usable CPUs", m.usable_cpus)]),
         "<h2>Summary</h2>", table(headers, rows), f'<p class="note">{esc(explain(result))}</p>',
         "<h2>Every round</h2>",
-        table([("backend", "l"), ("round", ""), ("server", "l"), ("req/s", ""), ("median ms", ""), ("p95 ms", ""),
+        table([("backend", "l"), ("round", ""), ("server", "l"), ("loaded beside", "l"), ("req/s", ""),
+               ("median ms", ""), ("p95 ms", ""),
                ("errors", ""), ("driver CPU %", ""), ("server CPU µs/request", "")], round_rows),
         "<h2>Parameters</h2>", facts(flatten(result.config or {}), wide=True),
     ]

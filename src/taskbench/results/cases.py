@@ -127,6 +127,8 @@ class OverheadRound(Model):
 
     server: OverheadServer
     round: int
+    #: ``together``: the server loaded at the same time as this one (None: loaded alone)
+    beside: OverheadServer | None = None
     argv: list[str] = []
     load: Load
     #: the server's CPU time (its process and children) while the load ran, and per completed request
@@ -138,13 +140,14 @@ class OverheadCase(CaseBase):
     """One backend: the ceiling (FastAPI + one INCR), the library's floor (its documented enqueue in a
     bare FastAPI endpoint) and taskbench's reference API, loaded alike over rounds.
 
-    ``method``: ``together`` (the three servers of a round run side by side on the API's cores and are
-    loaded at once, so every rate covers the same seconds) or ``sequential`` (one after another, the
-    order rotating; results written before ``together`` existed are ``sequential``).
-    ``rps`` holds each server's median over its rounds; ``ratio`` is taskbench ÷ floor, the share of
-    the library's own rate that taskbench keeps (1.0: taskbench costs nothing measurable): with
-    ``together`` the median of the rounds' ratios (``ratio_rounds``), else the ratio of the medians.
-    ``cpu_ratio`` is the same comparison on the server's CPU time per request.
+    ``method``: ``together`` (in a round the floor and taskbench's API are loaded at once, side by side on
+    the API's cores, then the ceiling and the floor, so each pair's rates cover the same seconds) or
+    ``sequential`` (one server after another, the order rotating; results written before ``together``
+    existed are ``sequential``). ``rps`` holds each server's median over its rounds (``together``: the
+    floor and taskbench from their pair, the ceiling from its pair with the floor); ``ratio`` is
+    taskbench ÷ floor, the share of the library's own rate that taskbench keeps (1.0: taskbench costs
+    nothing measurable): with ``together`` the median of the rounds' ratios (``ratio_rounds``), else the
+    ratio of the medians. ``cpu_ratio`` is the same comparison on the server's CPU time per request.
     """
 
     kind: Literal["overhead"] = "overhead"
