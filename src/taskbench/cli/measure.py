@@ -148,14 +148,16 @@ def _ratio_line(name: str, entry: dict[str, Any]) -> str:
 def overhead(
     backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "all",
     users: Annotated[int, params.option("users")] = params.default("users"),
-    requests: Annotated[int, typer.Option(min=100, max=1_000_000, help="requests per server and round")] = 5_000,
+    requests: Annotated[int, typer.Option(min=100, max=1_000_000, help="requests per server and round (together: "
+                                                                      "for the first of a pair)")] = 5_000,
     duration: Annotated[float, typer.Option(min=1, max=600, help="most seconds per server and round")] = 30,
-    rounds: Annotated[int, typer.Option(min=1, max=20, help="rounds; the servers' order rotates each round")] = 3,
+    rounds: Annotated[int, typer.Option(min=1, max=20, help="rounds; the servers' order changes each round")] = 3,
     warmup: Annotated[int, typer.Option(min=0, max=100_000, help="warm-up requests per server start")] = 500,
     method: Annotated[str, typer.Option(
-        "--method", help="together: a round's three servers side by side on the API's cores, loaded at once until "
-                         "the first has had --requests (every rate over the same seconds; the ratio is the median "
-                         "of the rounds' ratios) | sequential: one server after another (solo latencies)",
+        "--method", help="together: a round's three servers side by side on the API's cores, loaded two at a time "
+                         "(the floor and our API, then the ceiling and the floor) until the first of a pair has had "
+                         "--requests: a pair's rates over the same seconds, the ratio the median of the rounds' "
+                         "ratios | sequential: one server after another (solo latencies)",
     )] = "together",
     api_setting: Annotated[list[str] | None, typer.Option(
         "--api-setting", help="NAME=VALUE: a TASKBENCH_NAME setting of the reference API (repeatable); "

@@ -81,7 +81,7 @@ class OverheadConfig:
     api_env: dict[str, str] = field(default_factory=dict)
     #: the ceiling and the floor gc.freeze() once built, as the reference API does by default
     floor_gc_freeze: bool = False
-    #: ``together``: the three servers of a round loaded at once; ``sequential``: one after another
+    #: ``together``: a round's servers loaded two at a time (see :func:`pairs`); ``sequential``: one after another
     method: str = "together"
 
     def __post_init__(self) -> None:
