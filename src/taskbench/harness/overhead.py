@@ -176,16 +176,10 @@ def run_overhead(config: OverheadConfig, say: Say = print) -> tuple[Result, Path
 
 def summarize(case: OverheadCase) -> None:
     """Medians per server, the ratios, the row's figures and its status."""
-    by_server: dict[str, list[OverheadRound]] = {}
-    for r in case.rounds:
-        if r.server == "floor" and r.beside == "ceiling":
-            continue  # the floor's figures are those beside taskbench's API (the ratio's pair)
-        by_server.setdefault(r.server, []).append(r)
+    by_server = {s: rs for s in OVERHEAD_SERVERS if (rs := case.figures(s))}
     case.rps = {s: statistics.median(r.load.rps for r in rs) for s, rs in by_server.items()}
     case.cpu_us_per_request = {s: statistics.median(r.cpu_us_per_request for r in rs if r.cpu_us_per_request)
                                for s, rs in by_server.items() if any(r.cpu_us_per_request for r in rs)}
-    floor, ours, ceiling = (case.rps.get(s) for s in ("floor", "taskbench", "ceiling"))
-    floor_cpu, ours_cpu = case.cpu_us_per_request.get("floor"), case.cpu_us_per_request.get("taskbench")
     if case.method == "together":
         # a pair's two servers ran over the same seconds: compare within a pair, then take the median
         pair: dict[tuple[int, str, str], OverheadRound] = {(r.round, r.server, r.beside or ""): r for r in case.rounds}
@@ -202,6 +196,8 @@ def summarize(case: OverheadCase) -> None:
                       and pair[n, "ceiling", "floor"].load.rps]
         case.floor_vs_ceiling = statistics.median(vs_ceiling) if vs_ceiling else None
     else:
+        floor, ours, ceiling = (case.rps.get(s) for s in ("floor", "taskbench", "ceiling"))
+        floor_cpu, ours_cpu = case.cpu_us_per_request.get("floor"), case.cpu_us_per_request.get("taskbench")
         case.cpu_ratio = floor_cpu / ours_cpu if floor_cpu and ours_cpu else None
         case.ratio = ours / floor if floor and ours is not None else None
         case.floor_vs_ceiling = floor / ceiling if ceiling and floor is not None else None

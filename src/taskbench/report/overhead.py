@@ -49,7 +49,7 @@ def cases(result: Result) -> list[OverheadCase]:
 
 
 def _spread(case: OverheadCase, server: str) -> str:
-    values = sorted(r.load.rps for r in case.rounds if r.server == server)
+    values = sorted(r.load.rps for r in case.figures(server))
     return f"{values[0]:.0f}–{values[-1]:.0f}" if len(values) > 1 else ""
 
 
@@ -111,7 +111,7 @@ def ratios(result: Result, path: str | None = None) -> dict[str, Any]:
                         "cpu_ratio_rounds": [round(x, 4) for x in c.cpu_ratio_rounds],
                         "floor_vs_ceiling": c.floor_vs_ceiling, "rps": c.rps,
                         "cpu_ratio": c.cpu_ratio, "cpu_us_per_request": c.cpu_us_per_request,
-                        "rounds": {s: [round(r.load.rps, 1) for r in c.rounds if r.server == s]
+                        "rounds": {s: [round(r.load.rps, 1) for r in c.figures(s)]
                                    for s in OVERHEAD_SERVERS},
                         "status": c.status, "failures": c.failures}
             for c in cases(result)

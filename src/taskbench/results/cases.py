@@ -169,6 +169,11 @@ class OverheadCase(CaseBase):
     def name(self) -> str:
         return self.label or self.backend
 
+    def figures(self, server: str) -> list[OverheadRound]:
+        """The rounds a server's figures come from: ``together`` loads the floor twice a round, and its
+        figures are those beside taskbench's API (the ratio's pair), not beside the ceiling."""
+        return [r for r in self.rounds if r.server == server and not (server == "floor" and r.beside == "ceiling")]
+
 
 Case = Annotated[QueueCase | HttpCase | CeleryCase | OverheadCase, Field(discriminator="kind")]
 
