@@ -1,5 +1,10 @@
 """One child process in a process group of its own, stopped by its group id (SIGTERM, then SIGKILL).
 
+A taskbench component (``python -m taskbench serve|worker``) that is still running when its stop
+timeout ends is asked for its threads' stacks first (:data:`DUMP_SIGNAL`, which it handles with
+:func:`dump_stacks_on_signal`): they land at the end of its log, so a stop that had to be forced says
+where it hung. Anything else is killed at once.
+
 Neutral: the harness's :class:`~taskbench.harness.processes.ProcessSet` and the drain measurement
 (which runs inside a backend's environment, where the harness is not imported) both use it.
 """
@@ -15,6 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+#: asks a taskbench component for its threads' stacks (faulthandler writes them to its log)
+DUMP_SIGNAL = signal.SIGUSR2
+#: how long the harness gives a component to write its stacks before the SIGKILL
+DUMP_WAIT = 1.0
+COMPONENTS = frozenset({"serve", "worker"})
+
+
+def dump_stacks_on_signal() -> None:
+    """In a component: write every thread's Python stack to stderr (the log) on :data:`DUMP_SIGNAL`."""
+    import faulthandler
+    import sys
+
+    faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True)
+
 
 @dataclass
 class Managed:
@@ -26,6 +45,8 @@ class Managed:
     cpus: list[int] | None = None
     popen: subprocess.Popen[bytes] | None = None
     env: dict[str, str] = field(default_factory=dict, repr=False)
+    #: handles :data:`DUMP_SIGNAL`; None: taskbench's ``serve`` and ``worker`` do, anything else not
+    stack_dump: bool | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -49,6 +70,13 @@ class Managed:
             with contextlib.suppress(OSError):  # affinity is best effort; placement records it
                 os.sched_setaffinity(self.popen.pid, self.cpus)
 
+    @property
+    def dumps_stacks(self) -> bool:
+        """Whether it writes its stacks on :data:`DUMP_SIGNAL` (taskbench's components do)."""
+        if self.stack_dump is not None:
+            return self.stack_dump
+        return self.argv[1:3] == ["-m", "taskbench"] and len(self.argv) > 3 and self.argv[3] in COMPONENTS
+
     def exit_code(self) -> int | None:
         return None if self.popen is None else self.popen.poll()
 
@@ -56,7 +84,10 @@ class Managed:
         return self.popen is not None and self.popen.poll() is None
 
     def stop(self, timeout: float = 10.0, first: signal.Signals = signal.SIGTERM) -> int | None:
-        """Signal the group (SIGTERM), wait up to ``timeout``, then SIGKILL it. Returns the exit code."""
+        """Signal the group (SIGTERM), wait up to ``timeout``, then SIGKILL it. Returns the exit code.
+
+        A component still running after ``timeout`` writes its stacks to its log before the SIGKILL.
+        """
         if self.popen is None:
             return None
         pgid = self.popen.pid  # start_new_session made the child its group's leader
@@ -64,8 +95,15 @@ class Managed:
         try:
             code = self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            if first != signal.SIGKILL and self.dumps_stacks:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pgid, DUMP_SIGNAL)  # the leader only: a pool child need not handle it
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.popen.wait(timeout=DUMP_WAIT)
             _signal_group(pgid, signal.SIGKILL)
             code = self.popen.wait()
+            if code == -DUMP_SIGNAL:  # it had no handler yet: the signal ended it, a forced stop all the same
+                code = -signal.SIGKILL
         # the leader is gone; anything left in its group (a pool child) gets the same treatment
         _signal_group(pgid, signal.SIGKILL)
         if self._log is not None:

@@ -21,6 +21,7 @@ from taskbench.cli._common import (
     interrupt_on_signals,
     settings,
 )
+from taskbench.procgroup import dump_stacks_on_signal
 
 
 def backends() -> None:
@@ -47,6 +48,7 @@ def serve(
     broker_url: BrokerUrl = None,
 ) -> None:
     """Run the reference API for one backend (uvicorn)."""
+    dump_stacks_on_signal()  # a stop the harness has to force says where it hung
     export(backend=backend, redis_url=redis_url, run_id=run_id, enqueue_mode=enqueue_mode,
            broker=broker, broker_url=broker_url)
     found = settings()
@@ -96,6 +98,8 @@ def worker(
 ) -> None:
     """Run one worker process of a backend."""
     import logging
+
+    dump_stacks_on_signal()  # a stop the harness has to force says where it hung
 
     export(backend=backend, redis_url=redis_url, run_id=run_id, concurrency=concurrency,
            broker=broker, broker_url=broker_url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -41,7 +42,7 @@ from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import Managed
 from taskbench.harness.recovery import broken_promises, promise_of, summarize, unkept_promises
 from taskbench.harness.redis_server import RunRedis, case_durability, check_broker, provide_redis
-from taskbench.harness.stack import Stack
+from taskbench.harness.stack import STOP_MARGIN, Stack
 from taskbench.harness.stalls import Patient, redis_client, server_of
 from taskbench.ledger import Ledger, audit
 from taskbench.net import check_port_free, free_port, healthy, listening
@@ -318,7 +319,10 @@ class Runner:
             if broker_client is not None:
                 broker_client.close()
         for proc_name, code in case.exit_codes.items():
-            if code not in (0, -15):
+            if code == -signal.SIGKILL:
+                failures.append(f"{proc_name} was killed at stop: still running {cfg.stop_timeout + STOP_MARGIN:g} s "
+                                f"after SIGTERM (its threads' stacks end {logs / proc_name}.log)")
+            elif code not in (0, -15):
                 failures.append(f"{proc_name} exited with code {code} at stop")
         case.audit = report
         injected = case.fault is not None and case.fault.injected

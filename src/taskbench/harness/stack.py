@@ -12,6 +12,10 @@
     records = stack.limit_records()                           # with cgroup stats and CPU shares
 
 Leaving the block stops every process by its group (SIGTERM, then SIGKILL) and removes the cgroups.
+``stop_timeout`` is the grace the components were given (their ``SHUTDOWN_TIMEOUT``: running tasks
+finish in it); the SIGKILL comes :data:`STOP_MARGIN` seconds after it, so a component that uses its
+whole grace still has time to close its connections and exit. A component killed anyway wrote its
+threads' stacks to its log first (:mod:`taskbench.procgroup`).
 """
 
 from __future__ import annotations
@@ -51,11 +55,16 @@ class Window:
     cpu_share: dict[str, float] = field(default_factory=dict)
 
 
+#: seconds past the components' grace before the SIGKILL: a worker that used its whole grace on a
+#: task still closes its broker connections (through a slow or delayed broker) and exits
+STOP_MARGIN = 10.0
+
+
 class Stack:
     """Processes of one case, each in its own process group; limits per role; always stopped."""
 
     def __init__(self, env: Mapping[str, str], *, name: str, stop_timeout: float = 10.0) -> None:
-        self.procs = ProcessSet(env, stop_timeout=stop_timeout)
+        self.procs = ProcessSet(env, stop_timeout=stop_timeout + STOP_MARGIN)
         self.cgroups = Cgroups(name)
         self.roles: dict[str, str] = {}  # process name -> the limit set's component (api, workers, ...)
         self._limited: dict[str, _Limited] = {}
