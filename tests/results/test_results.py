@@ -114,6 +114,9 @@ def test_one_rule_for_passed() -> None:
         (QueueCase(backend="arq", status="errors", fault=injected), True),  # the fault's cost
         (QueueCase(backend="arq", status="errors", index=0), True),  # a scenario measures errors
         (QueueCase(backend="arq", status="failed", index=0, fault=injected), False),
+        # a worker that died on its own and was started again (--restart-workers): its redeliveries are figures
+        (QueueCase(backend="arq", status="errors", revived=["worker-0 (pid 1) exited on its own"]), True),
+        (QueueCase(backend="arq", status="failed", revived=["worker-0 (pid 1) exited on its own"]), False),
         (HttpCase(status="errors", index=3), True),
         (CeleryCase(status="failed", index=1), False),
     ]

@@ -95,9 +95,12 @@ class QueueCase(CaseBase):
 
     @property
     def errors_expected(self) -> bool:
-        """Also when an injected fault had the API down (those failed requests are the fault's cost), and
+        """Also when an injected fault had the API down (those failed requests are the fault's cost), when a
+        worker died on its own and ``--restart-workers`` started it again (its redeliveries are that death's
+        cost, judged like a fault's: a loss or duplicate the backend promises to prevent is ``failed``), and
         on an unsafe seed wiring (its lost and duplicated tasks are the figures it is run for)."""
-        return super().errors_expected or (self.fault is not None and self.fault.injected) or bool(self.unsafe)
+        return (super().errors_expected or (self.fault is not None and self.fault.injected) or bool(self.revived)
+                or bool(self.unsafe))
 
 
 class HttpCase(CaseBase):
