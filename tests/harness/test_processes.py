@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import redis
 
+from taskbench.harness.phases import stop_failures
 from taskbench.harness.processes import ProcessSet
 from taskbench.harness.stack import STOP_MARGIN, Stack
 from taskbench.net import free_port, healthy
@@ -118,3 +119,13 @@ def test_the_real_api_writes_its_stacks_on_the_signal_and_keeps_serving(tmp_path
     for key in client.scan_iter(f"taskbench:{run_id}:*"):  # only what this API wrote
         client.delete(key)
     client.close()
+
+
+def test_a_run_names_what_its_stop_had_to_kill(tmp_path: Path) -> None:
+    codes = {"api": 0, "worker-0": -9, "worker-1": -15, "broker-delay": -9, "worker-2": 1}
+    failures = stop_failures(codes, deadline=20, logs=tmp_path)
+    assert failures == [
+        f"worker-0 was killed at stop: still running 20 s after SIGTERM (its threads' stacks end {tmp_path}/worker-0.log)",
+        f"broker-delay was killed at stop: still running 20 s after SIGTERM (its log: {tmp_path}/broker-delay.log)",
+        "worker-2 exited with code 1 at stop",
+    ]

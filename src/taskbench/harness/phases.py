@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -289,6 +290,20 @@ def purge(python: Path, env_vars: dict[str, str], logs: Path) -> str:
     logs.mkdir(parents=True, exist_ok=True)
     (logs / "purge.log").write_text(out.stdout + out.stderr)
     return "ok" if out.returncode == 0 else f"failed (exit {out.returncode}, see purge.log)"
+
+
+def stop_failures(exit_codes: dict[str, int | None], *, deadline: float, logs: Path) -> list[str]:
+    """What the stop's exit codes say: 0 and -15 are a clean stop; a SIGKILL names the log (the API's and a
+    worker's end with their threads' stacks, :mod:`taskbench.procgroup`)."""
+    failures = []
+    for name, code in exit_codes.items():
+        if code == -signal.SIGKILL:
+            what = "its threads' stacks end" if name == "api" or name.startswith("worker-") else "its log:"
+            failures.append(f"{name} was killed at stop: still running {deadline:g} s after SIGTERM "
+                            f"({what} {logs / name}.log)")
+        elif code not in (0, -signal.SIGTERM):
+            failures.append(f"{name} exited with code {code} at stop")
+    return failures
 
 
 def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, drained: bool,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from taskbench.harness.phases import (
     queue_summary,
     read_ledger,
     settle,
+    stop_failures,
     supervised,
     warm_up,
 )
@@ -318,12 +318,7 @@ class Runner:
             client.close()
             if broker_client is not None:
                 broker_client.close()
-        for proc_name, code in case.exit_codes.items():
-            if code == -signal.SIGKILL:
-                failures.append(f"{proc_name} was killed at stop: still running {cfg.stop_timeout + STOP_MARGIN:g} s "
-                                f"after SIGTERM (its threads' stacks end {logs / proc_name}.log)")
-            elif code not in (0, -15):
-                failures.append(f"{proc_name} exited with code {code} at stop")
+        failures += stop_failures(case.exit_codes, deadline=cfg.stop_timeout + STOP_MARGIN, logs=logs)
         case.audit = report
         injected = case.fault is not None and case.fault.injected
         if report is not None and injected:
