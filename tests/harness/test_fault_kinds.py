@@ -63,7 +63,9 @@ def _run(args: list[str], out_dir: Path) -> tuple[int, str, dict[str, Any], Watc
     with harness_cli(["run", "--backends", "arq", "--output", str(out_dir), *LOAD, *args]) as proc, \
             watched(proc.pid) as watch:
         out, _ = proc.communicate(timeout=300)
-    case = json.loads(next(out_dir.glob("*/result.json")).read_text())["cases"][0]
+    results = list(out_dir.glob("*/result.json"))
+    assert results, f"exit code {proc.returncode}, no result.json:\n{out}"
+    case = json.loads(results[0].read_text())["cases"][0]
     return proc.returncode, out, case, watch
 
 
