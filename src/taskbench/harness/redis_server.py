@@ -47,6 +47,8 @@ def check_reachable(url: str, timeout: float = 3.0) -> None:
         client.close()
 
 
+#: tries to start an embedded server, each on a newly chosen port, when its port was taken meanwhile
+BIND_ATTEMPTS = 3
 BROKER_NAMES = {"rabbitmq": ("RabbitMQ", 5672), "nats": ("NATS", 4222)}
 
 
@@ -132,9 +134,9 @@ class EmbeddedRedis:
         self.name = name
         self.log_path = log_path
         self.folder = folder = log_path.parent
-        self.port = free_port()
+        self.cpus = cpus
         self.password = secrets.token_urlsafe(24)
-        self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+        self._take_port()
         self.fsync = None if fsync in (None, "none") else fsync
         self.binary = find_redis_server()
         folder.mkdir(parents=True, exist_ok=True)
@@ -142,6 +144,10 @@ class EmbeddedRedis:
         self._write_config()
         self.proc = self._managed(cpus)
         self.restarts: list[tuple[int, int]] = []  # (old pid, new pid) per restart
+
+    def _take_port(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
     def _write_config(self) -> None:
         aof = ["appendonly yes", f"appendfsync {self.fsync}"] if self.fsync else ["appendonly no"]
@@ -160,7 +166,9 @@ class EmbeddedRedis:
         return f"127.0.0.1:{self.port}"
 
     def start(self, env: dict[str, str], timeout: float = 10.0) -> None:
-        self.proc.start(env)
+        """Start the server and wait until it answers. The port was free when it was chosen; if something
+        took it before redis-server bound it (an outgoing connection's ephemeral port, another test's
+        server), the server starts again on a new port, up to :data:`BIND_ATTEMPTS` times."""
 
         def answers() -> bool:
             try:
@@ -169,13 +177,22 @@ class EmbeddedRedis:
                 return False
             return True
 
-        try:
-            wait_until(answers, timeout, what=f"{self.name}-server to answer PING",
-                       abort=lambda: None if self.proc.alive() else f"{self.name}-server exited")
-        except WaitTimeoutError:
-            self.proc.stop()
-            raise HarnessError(f"embedded redis-server ({self.binary}) did not start on port "
-                               f"{self.port}: {self.proc.tail(5)}") from None
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            self.proc.start(env)
+            try:
+                wait_until(answers, timeout, what=f"{self.name}-server to answer PING",
+                           abort=lambda: None if self.proc.alive() else f"{self.name}-server exited")
+                return
+            except WaitTimeoutError:
+                self.proc.stop()
+                tail = self.proc.tail(5)
+                if attempt < BIND_ATTEMPTS and "Address already in use" in tail:
+                    self._take_port()  # the config names the port: written again, and a new process
+                    self._write_config()
+                    self.proc = self._managed(self.cpus)
+                    continue
+                raise HarnessError(f"embedded redis-server ({self.binary}) did not start on port "
+                                   f"{self.port}: {tail}") from None
 
     def set_fsync(self, fsync: str | None, timeout: float = 30.0) -> None:
         """Switch the running server's persistence (a scenario's cases may differ): CONFIG SET, the config
