@@ -292,15 +292,15 @@ def purge(python: Path, env_vars: dict[str, str], logs: Path) -> str:
     return "ok" if out.returncode == 0 else f"failed (exit {out.returncode}, see purge.log)"
 
 
-def stop_failures(exit_codes: dict[str, int | None], *, deadline: float, logs: Path) -> list[str]:
-    """What the stop's exit codes say: 0 and -15 are a clean stop; a SIGKILL names the log (the API's and a
-    worker's end with their threads' stacks, :mod:`taskbench.procgroup`)."""
+def stop_failures(procs: ProcessSet) -> list[str]:
+    """What a stopped set's exit codes say: 0 and -15 are a clean stop; a SIGKILL names the log that ends
+    with the process's threads' stacks, where it wrote them (:mod:`taskbench.procgroup`)."""
     failures = []
-    for name, code in exit_codes.items():
+    for name, code in procs.exit_codes.items():
         if code == -signal.SIGKILL:
-            what = "its threads' stacks end" if name == "api" or name.startswith("worker-") else "its log:"
-            failures.append(f"{name} was killed at stop: still running {deadline:g} s after SIGTERM "
-                            f"({what} {logs / name}.log)")
+            stacks = procs.stacks.get(name)
+            failures.append(f"{name} was killed at stop: still running {procs.stop_timeout:g} s after SIGTERM"
+                            + (f" (its threads' stacks end {stacks})" if stacks else ""))
         elif code not in (0, -signal.SIGTERM):
             failures.append(f"{name} exited with code {code} at stop")
     return failures

@@ -38,6 +38,8 @@ class ProcessSet:
         self.procs: list[Managed] = []
         self.exit_codes: dict[str, int | None] = {}
         self.killed: list[Managed] = []  # by kill(), in order
+        #: the logs that end with a process's threads' stacks: killed at stop, it was asked for them first
+        self.stacks: dict[str, Path] = {}
         self._lock = threading.Lock()  # a fault thread may kill and restart while the run goes on
         self._closed = False
 
@@ -106,7 +108,9 @@ class ProcessSet:
         with _interrupts_deferred(), self._lock:
             self._closed = True
             for proc in reversed(self.procs):
-                self.exit_codes[proc.name] = proc.stop(timeout=self.stop_timeout)
+                self.exit_codes[proc.name] = code = proc.stop(timeout=self.stop_timeout)
+                if code == -signal.SIGKILL and proc.dumps_stacks:
+                    self.stacks[proc.name] = proc.log_path
             self.procs.clear()
         return self.exit_codes
 

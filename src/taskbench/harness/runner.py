@@ -42,7 +42,7 @@ from taskbench.harness.pinning import pinned
 from taskbench.harness.processes import Managed
 from taskbench.harness.recovery import broken_promises, promise_of, summarize, unkept_promises
 from taskbench.harness.redis_server import RunRedis, case_durability, check_broker, provide_redis
-from taskbench.harness.stack import STOP_MARGIN, Stack
+from taskbench.harness.stack import Stack
 from taskbench.harness.stalls import Patient, redis_client, server_of
 from taskbench.ledger import Ledger, audit
 from taskbench.net import check_port_free, free_port, healthy, listening
@@ -318,7 +318,7 @@ class Runner:
             client.close()
             if broker_client is not None:
                 broker_client.close()
-        failures += stop_failures(case.exit_codes, deadline=cfg.stop_timeout + STOP_MARGIN, logs=logs)
+        failures += stop_failures(stack.procs)
         case.audit = report
         injected = case.fault is not None and case.fault.injected
         if report is not None and injected:
