@@ -103,3 +103,16 @@ class HasDashboard(Protocol):
 
     async def run_dashboard(self, settings: Settings, host: str, port: int, auth: str | None) -> None:
         """Serve until SIGINT/SIGTERM; ``auth`` is ``user:password`` for HTTP basic auth, or None."""
+
+
+@runtime_checkable
+class PreparesBroker(Protocol):
+    """Optional: work a backend does once per run on its broker before any API or worker starts.
+
+    PostgreSQL queues install their schema here (tables, functions, triggers: the library's own
+    migrations), so an API and several workers starting at once never race to create it. The
+    harness (``taskbench prepare``) calls it in the backend's environment; it must be idempotent.
+    """
+
+    async def prepare_broker(self, settings: Settings) -> None:
+        """Create what the run's tasks need on the broker; return once it is there."""
