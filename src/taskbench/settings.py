@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-EnqueueMode = Literal["awaited", "after-response"]
-Broker = Literal["redis", "rabbitmq", "nats"]
+from taskbench import brokers
 
-DEFAULT_BROKER_URLS: dict[str, str] = {
-    "rabbitmq": "amqp://guest:guest@127.0.0.1:5672/",
-    "nats": "nats://127.0.0.1:4222",
-}
+EnqueueMode = Literal["awaited", "after-response"]
+
+#: a machine's local server of each broker that has one (RabbitMQ, NATS): from the broker registry
+DEFAULT_BROKER_URLS: dict[str, str] = {b.name: b.local_url for b in brokers.BROKERS.values() if b.local_url}
 
 
 class Settings(BaseSettings):
@@ -30,7 +29,7 @@ class Settings(BaseSettings):
     run_id: str = Field(default="manual", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     enqueue_mode: EnqueueMode = "awaited"
     # where tasks travel; the ledger is always on redis_url
-    broker: Broker = "redis"
+    broker: str = "redis"  # a name of taskbench.brokers.BROKERS
     broker_url: str | None = None
     # workload parameters (the same for every task of a run)
     io_delay: float = Field(default=0.0, ge=0.0, le=60.0, description="seconds of simulated I/O")
@@ -78,6 +77,12 @@ class Settings(BaseSettings):
                     "(off only to measure its cost)",
     )
 
+    @field_validator("broker")
+    @classmethod
+    def _known_broker(cls, value: str) -> str:
+        brokers.info(value)  # UnknownBrokerError (a ValueError): pydantic names the field
+        return value
+
     @property
     def broker_address(self) -> str:
         """The broker's URL: ``broker_url``, else Redis's, else the local default for the broker."""
@@ -85,7 +90,10 @@ class Settings(BaseSettings):
             return self.broker_url
         if self.broker == "redis":
             return self.redis_url
-        return DEFAULT_BROKER_URLS[self.broker]
+        local = brokers.info(self.broker).local_url
+        if local is None:
+            raise ValueError(f"the {brokers.info(self.broker).label} broker needs its URL (TASKBENCH_BROKER_URL)")
+        return local
 
     @property
     def metrics_key(self) -> str:

@@ -130,6 +130,26 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             redelivers=True,
             key_patterns=("streaq:taskbench:{run_id}:*",),
         ),
+        BackendInfo(
+            name="procrastinate",
+            summary="Procrastinate: PostgreSQL jobs table, LISTEN/NOTIFY, worker heartbeats, stalled jobs retried",
+            redelivers=True,
+            brokers=("postgres",),
+        ),
+        BackendInfo(
+            name="pgqueuer",
+            summary="PgQueuer: PostgreSQL queue table, LISTEN/NOTIFY, FOR UPDATE SKIP LOCKED, retry_timer",
+            redelivers=True,
+            brokers=("postgres",),
+        ),
+        BackendInfo(
+            name="saq-postgres",
+            summary="SAQ on PostgreSQL: SAQ's PostgresQueue (SKIP LOCKED dequeue, LISTEN/NOTIFY), JSON",
+            redelivers=True,
+            brokers=("postgres",),
+            module_name="saq_postgres",
+            extra_name="saq",
+        ),
     )
 }
 

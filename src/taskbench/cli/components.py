@@ -121,6 +121,21 @@ def worker(
     main(found)
 
 
+def prepare(backend: Backend = None, run_id: RunId = None, broker: BrokerOpt = None,
+            broker_url: BrokerUrl = None) -> None:
+    """Prepare a run's broker once, before its API and workers start (a PostgreSQL queue's schema)."""
+    import asyncio
+
+    from taskbench import backends as registry
+    from taskbench.backends.base import PreparesBroker
+
+    export(backend=backend, run_id=run_id, broker=broker, broker_url=broker_url)
+    found = settings()
+    loaded = registry.load(found.backend)
+    if isinstance(loaded, PreparesBroker):
+        asyncio.run(loaded.prepare_broker(found))
+
+
 def purge(backend: Backend = None, run_id: RunId = None, broker: BrokerOpt = None,
           broker_url: BrokerUrl = None) -> None:
     """Delete a run's queues/streams on its broker (the harness calls this after a case)."""

@@ -13,7 +13,7 @@ from taskbench.driver import LoadSpec
 from taskbench.harness.cgroups import Limit
 from taskbench.harness.faults import Fault
 from taskbench.messages import WORKLOADS
-from taskbench.settings import Broker, EnqueueMode
+from taskbench.settings import EnqueueMode
 
 ROLES = ("api", "workers", "driver", "redis")
 
@@ -72,7 +72,7 @@ class RunConfig:
     threads: int = 3
     processes: int = 3
     redis_url: str | None = None
-    broker: Broker = "redis"
+    broker: str = "redis"  # a name of taskbench.brokers.BROKERS
     broker_url: str | None = None
     broker_delay: float | None = None  # ms each way through the delay proxy (None: the broker is reached directly)
     redis_fsync: str = "always"  # the embedded broker Redis's AOF policy; "none": no persistence
