@@ -34,11 +34,23 @@ def of_redis(appendonly: str | None, appendfsync: str | None) -> Durability:
     return Durability(False, f"AOF fsync {appendfsync}: the OS decides when tasks reach the disk")
 
 
+def of_postgres(fsync: str | None, synchronous_commit: str | None) -> Durability:
+    """From the broker PostgreSQL's ``SHOW fsync`` and ``SHOW synchronous_commit`` (None: it would not say)."""
+    if fsync is None or synchronous_commit is None:
+        return Durability(False, "unknown: the broker PostgreSQL did not report fsync/synchronous_commit")
+    if fsync != "on":
+        return Durability(False, "fsync off: a crash of the PostgreSQL server may lose or corrupt any task")
+    if synchronous_commit == "off":
+        return Durability(False, "synchronous_commit off: a crash of the PostgreSQL server may lose the last "
+                                 "commits (up to 3 × wal_writer_delay)")
+    return Durability(True, f"fsync on, synchronous_commit {synchronous_commit}: a committed task is on disk")
+
+
 #: RabbitMQ and NATS as the backends configure them (see each backend module): celery a durable classic
 #: queue, persistent messages and confirm_publish; taskiq and faststream quorum queues, persistent
 #: messages on a publisher-confirm channel; faststream on NATS a JetStream stream with file storage
 #: (the server's default) and publishes that wait for JetStream's ack
-OTHER_BROKERS = {
+BY_CONFIGURATION = {
     "rabbitmq": Durability(True, "durable queue, persistent messages, publisher confirms"),
     "nats": Durability(True, "JetStream stream with file storage, acknowledged publishes"),
 }

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from taskbench import brokers
 from taskbench.durability import FSYNC_POLICIES
 
 KINDS: Final = ("queue", "http", "celery")
@@ -148,14 +149,19 @@ SCHEMA: Final[tuple[Param, ...]] = (
           cli=True, kinds=_Q, env="CONCURRENCY"),
     Param(name="enqueue_mode", type=str, default="awaited", choices=("awaited", "after-response"),
           help="when the API enqueues", cli=True, kinds=_Q, env="ENQUEUE_MODE"),
-    Param(name="broker", type=str, default="redis", choices=("redis", "rabbitmq", "nats"),
+    Param(name="broker", type=str, default="redis", choices=brokers.NAMES,
           help="broker, where the backend supports it", cli=True, kinds=_Q, env="BROKER"),
     Param(name="broker_url", type=str,
-          help="the broker's URL (RabbitMQ/NATS default: local server; Redis default: an embedded broker "
-               "beside the ledger's, or --redis-url)", cli=True, env="BROKER_URL"),
+          help="the broker's URL (RabbitMQ/NATS default: the local server; Redis default: an embedded broker "
+               "beside the ledger's, or --redis-url; PostgreSQL default: a private server started for each "
+               "case)", cli=True, env="BROKER_URL"),
     Param(name="redis_fsync", type=str, default="always", choices=FSYNC_POLICIES,
           help="the embedded broker Redis's AOF fsync policy (none: no persistence); only always keeps every "
                "acknowledged task across a broker restart", cli=True, kinds=_Q),
+    Param(name="postgres_durability", type=str, default="fsync", choices=("fsync", "async-commit", "none"),
+          help="the private broker PostgreSQL's durability: fsync (its defaults: every commit on disk), "
+               "async-commit (synchronous_commit off: a crash may lose the last commits), none (fsync off)",
+          cli=True, kinds=_Q),
     Param(name="broker_delay", type=float, bounds=(0.0, 1000.0),
           help="milliseconds added each way between the API/workers and the broker, through a delaying TCP "
                "proxy (0: through the proxy with no delay; unset: direct)", cli=True, kinds=_Q),

@@ -50,6 +50,8 @@ class Managed:
     env: dict[str, str] = field(default_factory=dict, repr=False)
     #: handles :data:`DUMP_SIGNAL`; None: taskbench's ``serve`` and ``worker`` do, anything else not
     stack_dump: bool | None = None
+    #: run as this user (a server that refuses root, started by a harness running as root)
+    user: str | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -68,6 +70,7 @@ class Managed:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # own process group: stop() reaches its children too
+            user=self.user,
         )
         if self.cpus:
             with contextlib.suppress(OSError):  # affinity is best effort; placement records it

@@ -45,6 +45,8 @@ class BackendInfo:
     #: every worker process gets every task (a broadcast): the drain waits until the executions stop
     #: coming instead of until each task ran once
     fans_out: bool = False
+    #: the backend prepares its broker once per run (``PreparesBroker``: a PostgreSQL queue's schema)
+    prepares_broker: bool = False
     #: the module under ``taskbench.backends`` and the extra, when not the name (a variant of a backend)
     module_name: str | None = None
     extra_name: str | None = None
@@ -135,18 +137,21 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             summary="Procrastinate: PostgreSQL jobs table, LISTEN/NOTIFY, worker heartbeats, stalled jobs retried",
             redelivers=True,
             brokers=("postgres",),
+            prepares_broker=True,
         ),
         BackendInfo(
             name="pgqueuer",
             summary="PgQueuer: PostgreSQL queue table, LISTEN/NOTIFY, FOR UPDATE SKIP LOCKED, retry_timer",
             redelivers=True,
             brokers=("postgres",),
+            prepares_broker=True,
         ),
         BackendInfo(
             name="saq-postgres",
             summary="SAQ on PostgreSQL: SAQ's PostgresQueue (SKIP LOCKED dequeue, LISTEN/NOTIFY), JSON",
             redelivers=True,
             brokers=("postgres",),
+            prepares_broker=True,
             module_name="saq_postgres",
             extra_name="saq",
         ),

@@ -39,6 +39,8 @@ def run(
     broker: Annotated[str, params.option("broker")] = params.default("broker"),
     broker_url: Annotated[str | None, params.option("broker_url")] = params.default("broker_url"),
     redis_fsync: Annotated[str, params.option("redis_fsync")] = params.default("redis_fsync"),
+    postgres_durability: Annotated[str, params.option("postgres_durability")] = params.default(
+        "postgres_durability"),
     broker_delay: Annotated[float, params.option("broker_delay")] = params.default("broker_delay"),
     output: Annotated[Path, typer.Option(help="folder for results and logs")] = Path("results"),
     keep: Annotated[bool, typer.Option(help="keep the run's Redis keys")] = False,
@@ -88,6 +90,7 @@ def run(
             concurrency=concurrency, enqueue_mode=enqueue_mode,  # type: ignore[arg-type]
             io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
             broker=broker, broker_url=broker_url, redis_fsync=redis_fsync, broker_delay=broker_delay,  # type: ignore[arg-type]
+            postgres_durability=postgres_durability,
             output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout, drain_stall=drain_stall,
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
             idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,

@@ -32,7 +32,7 @@ from taskbench.harness.processes import Managed
 from taskbench.net import free_port, listening
 from taskbench.wait import WaitTimeoutError, wait_until
 
-__all__ = ["PrivateBroker", "PrivateNats", "PrivateRabbit", "find_broker_server", "needs_private_broker",
+__all__ = ["PrivateBroker", "PrivateNats", "PrivatePostgres", "PrivateRabbit", "find_broker_server", "needs_private_broker",
            "private_broker", "provide_private_broker"]
 
 
@@ -205,21 +205,25 @@ class PrivateNats(PrivateBroker):
         return f"nats://{self.secret}@127.0.0.1:{self.port}"
 
 
-def private_broker(kind: str, folder: Path, cpus: list[int] | None = None) -> PrivateBroker:
-    """A private server of ``kind`` (rabbitmq | nats), not started yet."""
-    if kind == "rabbitmq":
-        return PrivateRabbit(folder, cpus)
-    if kind == "nats":
-        return PrivateNats(folder, cpus)
-    raise ValueError(f"no private server for broker {kind!r}")
+def private_broker(kind: str, folder: Path, cpus: list[int] | None = None, **options: str) -> PrivateBroker:
+    """A private server of ``kind`` (rabbitmq | nats | postgres), not started yet."""
+    cls = _classes().get(kind)
+    if cls is None:
+        raise ValueError(f"no private server for broker {kind!r}")
+    return cls(folder, cpus, **options)
 
 
-_CLASSES: dict[str, type[PrivateBroker]] = {"rabbitmq": PrivateRabbit, "nats": PrivateNats}
+def _classes() -> dict[str, type[PrivateBroker]]:
+    return {"rabbitmq": PrivateRabbit, "nats": PrivateNats, "postgres": PrivatePostgres}
 
 
 def find_broker_server(kind: str) -> str:
     """The server binary a private ``kind`` broker would run; a HarnessError naming it when it is missing."""
-    cls = _CLASSES[kind]
+    if kind == "postgres":
+        if _pg_binaries() is None:
+            PrivatePostgres.find(PrivatePostgres.__new__(PrivatePostgres))  # raises, naming what is missing
+        return "postgres"
+    cls = _classes()[kind]
     found = shutil.which(cls.program) or shutil.which(cls.program, path="/usr/sbin:/usr/local/sbin")
     if not found:
         raise HarnessError(f"{cls.program} is not installed: a fault on the {kind} broker runs on a private "
@@ -228,15 +232,18 @@ def find_broker_server(kind: str) -> str:
 
 
 def needs_private_broker(broker: str, broker_url: str | None, fault_target: str | None) -> bool:
-    """A fault that stops, freezes or restarts a RabbitMQ/NATS broker, with no --broker-url: a private server."""
-    return broker in _CLASSES and not broker_url and fault_target == "broker"
+    """A fault that stops, freezes or restarts a RabbitMQ/NATS broker, with no --broker-url: a private server.
+    A PostgreSQL broker with no --broker-url is always a private server (it is embedded, as Redis is)."""
+    if broker == "postgres":
+        return not broker_url
+    return broker in _classes() and not broker_url and fault_target == "broker"
 
 
 @contextlib.contextmanager
 def provide_private_broker(kind: str, folder: Path, *, cpus: list[int] | None = None,
-                           say: Callable[[str], None] = lambda _: None) -> Iterator[PrivateBroker]:
+                           say: Callable[[str], None] = lambda _: None, **options: str) -> Iterator[PrivateBroker]:
     """A private ``kind`` server for the block, started and always stopped (its group, by its id)."""
-    server = private_broker(kind, folder, cpus)
+    server = private_broker(kind, folder, cpus, **options)
     started = time.monotonic()
     server.start(dict(os.environ))
     say(f"private {kind} server {server.binary} on {server.address} (ready in "
@@ -245,3 +252,151 @@ def provide_private_broker(kind: str, folder: Path, *, cpus: list[int] | None = 
         yield server
     finally:
         server.stop()
+
+
+#: the PostgreSQL settings of ``--postgres-durability``: (fsync, synchronous_commit) of the private server
+POSTGRES_DURABILITY = {
+    "fsync": ("on", "on"),  # PostgreSQL's defaults: a commit returns once its WAL is flushed
+    "async-commit": ("on", "off"),  # a crash may lose the last commits (up to 3 × wal_writer_delay)
+    "none": ("off", "off"),  # nothing is flushed: a crash may lose or corrupt anything
+}
+
+
+def _pg_binaries() -> tuple[str, str] | None:
+    """``initdb`` and ``postgres``: on PATH, else the newest of Debian's /usr/lib/postgresql/*/bin."""
+    initdb, postgres = shutil.which("initdb"), shutil.which("postgres")
+    if initdb and postgres:
+        return initdb, postgres
+    for folder in sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: _version(p.parent.name),
+                         reverse=True):
+        if (folder / "initdb").exists() and (folder / "postgres").exists():
+            return str(folder / "initdb"), str(folder / "postgres")
+    return None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def _server_user() -> str | None:
+    """PostgreSQL refuses to run as root: a harness running as root starts it as ``postgres`` (Debian's
+    package makes that user) or ``nobody``; None when not root."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            pwd.getpwnam(name)
+            return name
+    raise HarnessError("PostgreSQL refuses to run as root and this machine has no postgres or nobody user")
+
+
+class PrivatePostgres(PrivateBroker):
+    """A private PostgreSQL: ``initdb`` a cluster in a folder of its own, ``postgres`` on 127.0.0.1 and a
+    free port, a user ``taskbench`` with a random password (scram-sha-256; the password reaches initdb
+    in a file of mode 0600, never argv), no Unix socket, ``fsync``/``synchronous_commit`` from
+    ``--postgres-durability``. Its log is in the run's folder; its data folder is a private temporary
+    one (a harness running as root hands it to the ``postgres`` user, who could not enter a root-only
+    pytest or run folder), kept across a restart and deleted at the stop."""
+
+    kind = "postgres"
+    program = "postgres"
+
+    def __init__(self, folder: Path, cpus: list[int] | None = None, durability: str = "fsync") -> None:
+        if durability not in POSTGRES_DURABILITY:
+            raise HarnessError(f"unknown PostgreSQL durability {durability!r}; known: "
+                               f"{', '.join(POSTGRES_DURABILITY)}")
+        self.durability = durability
+        self.user_name = "taskbench"
+        self.run_as = _server_user()
+        import tempfile
+
+        self.data_root = Path(tempfile.mkdtemp(prefix="taskbench-pg-"))
+        self.data = self.data_root / "data"
+        super().__init__(folder, cpus)
+        self._initdb()
+
+    @property
+    def persistence(self) -> str:  # type: ignore[override]
+        fsync, commit = POSTGRES_DURABILITY[self.durability]
+        return f"fsync {fsync}, synchronous_commit {commit}"
+
+    def find(self) -> str:
+        found = _pg_binaries()
+        if found is None:
+            raise HarnessError("PostgreSQL is not installed (no initdb/postgres on PATH or in /usr/lib/postgresql): "
+                               "install it (Debian: apt-get install postgresql) or pass --broker-url "
+                               "postgresql://USER:PASSWORD@HOST:PORT/DB")
+        self.initdb_binary = found[0]
+        return found[1]
+
+    def _chown(self, path: Path) -> None:
+        if self.run_as is not None:
+            import pwd
+
+            entry = pwd.getpwnam(self.run_as)
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+
+    def _initdb(self) -> None:
+        import subprocess
+
+        self._chown(self.data_root)
+        pwfile = self.data_root / "pwfile"
+        _write_secret(pwfile, self.secret + "\n")
+        self._chown(pwfile)
+        try:
+            out = subprocess.run(
+                [self.initdb_binary, "-D", str(self.data), "-U", self.user_name, f"--pwfile={pwfile}",
+                 "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"],
+                capture_output=True, text=True, check=False, timeout=120, user=self.run_as,
+                start_new_session=True, env={**os.environ, "LC_ALL": "C"},
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if out.returncode != 0:
+            raise HarnessError(f"initdb ({self.initdb_binary}) failed for the private PostgreSQL: "
+                               f"{(out.stderr or out.stdout).strip()[-600:]}")
+        fsync, commit = POSTGRES_DURABILITY[self.durability]
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write("\n".join([
+                "# taskbench: a private server for one run",
+                "listen_addresses = '127.0.0.1'", f"port = {self.port}", "unix_socket_directories = ''",
+                f"fsync = {fsync}", f"synchronous_commit = {commit}", "full_page_writes = on",
+                "max_connections = 400", "logging_collector = off",
+            ]) + "\n")
+
+    def argv(self) -> list[str]:
+        return [self.binary, "-D", str(self.data)]
+
+    def _managed(self, cpus: list[int] | None) -> Managed:
+        return Managed(name=self.name, argv=self.argv(), log_path=self.log_path, cpus=cpus, user=self.run_as)
+
+    def start(self, env: dict[str, str], timeout: float = 60.0) -> None:
+        super().start(env, timeout)
+        import psycopg
+
+        def accepts() -> bool:  # listening is not enough: "the database system is starting up"
+            try:
+                psycopg.connect(self.url, connect_timeout=2).close()
+            except psycopg.Error:
+                return False
+            return True
+
+        try:
+            wait_until(accepts, timeout, interval=0.1, what=f"the private PostgreSQL on {self.address} to accept",
+                       abort=lambda: None if self.proc.alive() else "postgres exited")
+        except WaitTimeoutError:
+            self.proc.stop(timeout=5.0)
+            raise HarnessError(f"the private PostgreSQL ({self.binary}) did not accept connections on "
+                               f"{self.address}; its log ({self.log_path}) ends:\n{self.proc.tail(8)}") from None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://{self.user_name}:{self.secret}@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        # SIGTERM is PostgreSQL's "smart" shutdown, which waits for every client to leave; SIGINT ("fast")
+        # ends their sessions and checkpoints: the workers are stopped by then anyway
+        self.proc.stop(timeout=15.0, first=signal.SIGINT)
+        shutil.rmtree(self.data_root, ignore_errors=True)

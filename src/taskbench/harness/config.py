@@ -76,6 +76,7 @@ class RunConfig:
     broker_url: str | None = None
     broker_delay: float | None = None  # ms each way through the delay proxy (None: the broker is reached directly)
     redis_fsync: str = "always"  # the embedded broker Redis's AOF policy; "none": no persistence
+    postgres_durability: str = "fsync"  # the private broker PostgreSQL's fsync/synchronous_commit
     output: Path = Path("results")
     keep: bool = False
     warmup: int = 200

@@ -23,11 +23,13 @@ import signal
 import time
 from urllib.parse import urlsplit, urlunsplit
 
+from taskbench import brokers
+
 __all__ = ["BROKER_PORTS", "behind", "main", "target_of"]
 
 CHUNK = 65536
 #: each broker's port when its URL names none
-BROKER_PORTS = {"redis": 6379, "rabbitmq": 5672, "nats": 4222}
+BROKER_PORTS = {b.name: b.default_port for b in brokers.BROKERS.values()}
 
 
 def behind(url: str, port: int) -> str:

@@ -283,6 +283,27 @@ def clean_up(client: Any, settings: Settings, backend: backends.BackendInfo, *, 
     return result
 
 
+def prepare(python: Path, env_vars: dict[str, str], logs: Path, say: Say = print) -> None:
+    """Prepare the case's broker from the backend's environment (``taskbench prepare``: a PostgreSQL
+    queue's schema) before its API and workers start; a failure is a HarnessError with its output."""
+    started = time.monotonic()
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / "prepare.log").open("wb") as log:
+        proc = subprocess.Popen([str(python), "-m", "taskbench", "prepare"], env={**os.environ, **env_vars},
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = None
+    if code != 0:
+        tail = (logs / "prepare.log").read_text(errors="replace").strip().splitlines()[-5:]
+        raise HarnessError(f"preparing the broker failed ({'timed out after 120 s' if code is None else f'exit {code}'}"
+                           f", {logs / 'prepare.log'}): " + " / ".join(tail))
+    say(f"broker prepared in {time.monotonic() - started:.1f} s (the library's schema)")
+
+
 def purge(python: Path, env_vars: dict[str, str], logs: Path) -> str:
     """Delete the run's queues or streams on a RabbitMQ/NATS broker, from the backend's environment."""
     out = subprocess.run([str(python), "-m", "taskbench", "purge"], env={**os.environ, **env_vars},

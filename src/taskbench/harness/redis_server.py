@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from taskbench import durability
+from taskbench import brokers, durability
 from taskbench.backends import BackendInfo
 from taskbench.durability import Durability
 from taskbench.harness import HarnessError
@@ -49,24 +49,38 @@ def check_reachable(url: str, timeout: float = 3.0) -> None:
 
 #: tries to start an embedded server, each on a newly chosen port, when its port was taken meanwhile
 BIND_ATTEMPTS = 3
-BROKER_NAMES = {"rabbitmq": ("RabbitMQ", 5672), "nats": ("NATS", 4222)}
 
 
 def check_broker(broker: str, url: str, timeout: float = 3.0) -> None:
-    """A TCP connect to a RabbitMQ or NATS server; a missing one is named with host and port."""
+    """Redis: a PING; PostgreSQL: a login; RabbitMQ, NATS: a TCP connect. A missing or refusing server is
+    named with host and port."""
     if broker == "redis":
         check_reachable(url, timeout)
         return
-    name, default_port = BROKER_NAMES[broker]
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or default_port
+    wrong = brokers.check_scheme(broker, url)
+    if wrong:
+        raise HarnessError(wrong)
+    where = brokers.describe(broker, url)
+    if broker == "postgres":
+        check_postgres(url, timeout)
+        return
     try:
-        socket.create_connection((host, port), timeout=timeout).close()
+        socket.create_connection(brokers.address(broker, url), timeout=timeout).close()
     except OSError as exc:
-        raise HarnessError(
-            f"cannot reach {name} at {host}:{port}: {exc.strerror or exc}; start one or point at one "
-            f"with --broker-url"
-        ) from None
+        raise HarnessError(f"cannot reach {where}: {exc.strerror or exc}; start one or point at one "
+                           f"with --broker-url") from None
+
+
+def check_postgres(url: str, timeout: float = 3.0) -> None:
+    """A login to a PostgreSQL server; its refusal (password, database, not running) in one line."""
+    import psycopg
+
+    where = brokers.describe("postgres", url)
+    try:
+        psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise HarnessError(f"cannot use {where}: {first}") from None
 
 
 def broker_durability(client: Any) -> Durability:
@@ -82,9 +96,29 @@ def broker_durability(client: Any) -> Durability:
     return durability.of_redis(text.get("appendonly"), text.get("appendfsync"))
 
 
-def case_durability(backend: BackendInfo, enqueue_mode: str, broker: str, client: Any) -> Durability:
-    """A case's ``durable`` flag and its reason: the backend, the enqueue mode, the broker's configuration."""
-    found = broker_durability(client) if broker == "redis" else durability.OTHER_BROKERS[broker]
+def postgres_durability(url: str) -> Durability:
+    """What the broker PostgreSQL is configured to keep across its crash, as it reports it."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            fsync = (conn.execute("SHOW fsync").fetchone() or [None])[0]
+            commit = (conn.execute("SHOW synchronous_commit").fetchone() or [None])[0]
+    except psycopg.Error:
+        return durability.of_postgres(None, None)
+    return durability.of_postgres(fsync, commit)
+
+
+def case_durability(backend: BackendInfo, enqueue_mode: str, broker: str, client: Any,
+                    broker_url: str | None = None) -> Durability:
+    """A case's ``durable`` flag and its reason: the backend, the enqueue mode, the broker's configuration
+    (``client``: the broker Redis's; ``broker_url``: the broker's, for a PostgreSQL one)."""
+    if broker == "redis":
+        found = broker_durability(client)
+    elif broker == "postgres":
+        found = postgres_durability(broker_url or "")
+    else:
+        found = durability.BY_CONFIGURATION[broker]
     return durability.of_case(backend.durable, enqueue_mode, found, unsafe=backend.unsafe)
 
 

@@ -32,6 +32,7 @@ from taskbench.harness.phases import (
     drain,
     queue_status,
     queue_summary,
+    prepare,
     read_ledger,
     settle,
     stop_failures,
@@ -165,8 +166,9 @@ class Runner:
         if not self._private_needed():
             return self._run_case(index, name, python, redis)
         folder = self.out_dir / "logs" / f"{index}-{name}" / "broker"
+        options = {"durability": self.config.postgres_durability} if self.config.broker == "postgres" else {}
         with provide_private_broker(self.config.broker, folder, cpus=self.config.placement.redis,
-                                    say=lambda text: self.say(f"[{name}] {text}")) as server:
+                                    say=lambda text: self.say(f"[{name}] {text}"), **options) as server:
             self.private = server
             try:
                 return self._run_case(index, name, python, redis)
@@ -191,7 +193,8 @@ class Runner:
         ledger = Ledger(settings.prefix)
         client = redis_client(redis_url)
         broker_client = None if redis.shared or cfg.broker != "redis" else redis_client(redis.broker_url)
-        durability = case_durability(backend, cfg.enqueue_mode, cfg.broker, broker_client or client)
+        durability = case_durability(backend, cfg.enqueue_mode, cfg.broker, broker_client or client,
+                                     broker_url=self.broker_address(redis))
         port = cfg.api_port or free_port()
         check_port_free("127.0.0.1", port)
         workers = cfg.workers if backend.has_worker else 0
@@ -215,6 +218,8 @@ class Runner:
                     if proxy_port is not None:
                         case.broker_delay_ms = cfg.broker_delay
                         self._start_delay_proxy(stack, proxy_port, redis, logs, say)
+                    if backend.prepares_broker:  # the schema once, before the API and workers race for it
+                        prepare(python, env_vars, logs, say)
                     for i in range(workers):
                         stack.start(f"worker-{i}", [str(python), "-m", "taskbench", "worker"],
                                     logs / f"worker-{i}.log", role="workers", cpus=cfg.placement.workers)

@@ -186,6 +186,7 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         concurrency=p["concurrency"], enqueue_mode=p["enqueue_mode"], io_delay=p["io_delay"],
         cpu_iterations=p["cpu_iterations"], redis_url=redis_url, broker=p["broker"], output=output,
         redis_fsync=p["redis_fsync"], broker_delay=p["broker_delay"],
+        postgres_durability=p["postgres_durability"],
         warmup=p["warmup"], drain_timeout=p["drain_timeout"],
         drain_stall=p["drain_stall"], placement=Placement.parse("auto"),
         limits=case.limits, task_timeout=p["task_timeout"], enqueue_timeout=p["enqueue_timeout"],

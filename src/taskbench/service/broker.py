@@ -5,18 +5,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
-
-from taskbench import durability
+from taskbench import brokers, durability
 from taskbench.backends.base import ChecksBroker
 from taskbench.durability import Durability
 
 if TYPE_CHECKING:
     from taskbench.settings import Settings
-
-#: (name, default port) of each broker, for the messages of /health
-NAMES = {"redis": ("Redis", 6379), "rabbitmq": ("RabbitMQ", 5672), "nats": ("NATS", 4222)}
-
 
 class BrokerDownError(Exception):
     """The broker did not answer; the message names it with host and port."""
@@ -33,9 +27,7 @@ class BrokerProbe:
 
     @property
     def name(self) -> str:
-        kind, port = NAMES[self.settings.broker]
-        parts = urlsplit(self.settings.broker_address)
-        return f"{kind} at {parts.hostname or '127.0.0.1'}:{parts.port or port}"
+        return brokers.describe(self.settings.broker, self.settings.broker_address)
 
     async def check(self, timeout: float) -> None:
         """Return once the broker answered within ``timeout``; else raise :class:`BrokerDownError`."""
@@ -46,9 +38,8 @@ class BrokerProbe:
                 elif self.settings.broker == "redis":
                     await self.redis.ping()
                 else:
-                    parts = urlsplit(self.settings.broker_address)
-                    _, writer = await asyncio.open_connection(parts.hostname or "127.0.0.1",
-                                                              parts.port or NAMES[self.settings.broker][1])
+                    host, port = brokers.address(self.settings.broker, self.settings.broker_address)
+                    _, writer = await asyncio.open_connection(host, port)
                     writer.close()
                     await writer.wait_closed()
         except TimeoutError:
@@ -57,9 +48,11 @@ class BrokerProbe:
             raise BrokerDownError(f"{self.name} failed: {type(exc).__name__}: {exc}") from None
 
     async def durability(self) -> Durability:
-        """What the broker's configuration keeps across its restart (Redis: as it reports it)."""
+        """What the broker's configuration keeps across its restart (Redis, PostgreSQL: as it reports it)."""
+        if self.settings.broker == "postgres":
+            return await postgres_durability(self.settings.broker_address)
         if self.settings.broker != "redis":
-            return durability.OTHER_BROKERS[self.settings.broker]
+            return durability.BY_CONFIGURATION[self.settings.broker]
         try:
             config = await self.redis.config_get("append*")
         except Exception:  # CONFIG refused (a managed Redis) or not answering: unknown is not durable
@@ -70,3 +63,16 @@ class BrokerProbe:
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def postgres_durability(url: str) -> Durability:
+    """A PostgreSQL broker's ``fsync`` and ``synchronous_commit``, as the server reports them."""
+    import psycopg
+
+    try:
+        async with await psycopg.AsyncConnection.connect(url, connect_timeout=5) as conn:
+            fsync = (await (await conn.execute("SHOW fsync")).fetchone() or [None])[0]
+            commit = (await (await conn.execute("SHOW synchronous_commit")).fetchone() or [None])[0]
+    except Exception:  # not answering: unknown is not durable
+        return durability.of_postgres(None, None)
+    return durability.of_postgres(fsync, commit)
