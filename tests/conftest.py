@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import uuid
@@ -59,6 +60,61 @@ def broker_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+def missing(reason: str) -> None:
+    """Skip a test that needs something this machine lacks; under CI (``CI=true``) fail instead: CI
+    installs or starts every broker, so a skip there would hide a part that was never tested."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI must run this test, but: {reason}")
+    pytest.skip(reason)
+
+
+class BrokerServers:
+    """The brokers the tests use: the machine's (RabbitMQ 5672, NATS 4222) when they answer, or the URL in
+    ``TASKBENCH_TEST_<BROKER>_URL``; otherwise, and always for PostgreSQL (never the machine's database),
+    a private server started once for the session and stopped at its end."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.urls: dict[str, str] = {}
+        self._stack = contextlib.ExitStack()
+
+    def url(self, broker: str) -> str:
+        """The broker's URL; ``missing`` when it can neither be reached nor started."""
+        from taskbench.harness.broker_servers import provide_private_broker
+        from taskbench.harness.redis_server import check_broker
+        from taskbench.settings import DEFAULT_BROKER_URLS
+
+        if broker in self.urls:
+            return self.urls[broker]
+        given = os.environ.get(f"TASKBENCH_TEST_{broker.upper()}_URL") or DEFAULT_BROKER_URLS.get(broker)
+        if given:
+            try:
+                check_broker(broker, given, timeout=2.0)
+                self.urls[broker] = given
+                return given
+            except HarnessError as exc:
+                if os.environ.get(f"TASKBENCH_TEST_{broker.upper()}_URL"):
+                    missing(str(exc))
+        try:
+            server = self._stack.enter_context(provide_private_broker(broker, self.folder / broker))
+        except HarnessError as exc:
+            missing(f"no {broker} server answers and none could be started: {exc}")
+        self.urls[broker] = server.url
+        return server.url
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@pytest.fixture(scope="session")
+def broker_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerServers]:
+    servers = BrokerServers(tmp_path_factory.mktemp("brokers"))
+    try:
+        yield servers
+    finally:
+        servers.close()
 
 
 @pytest.fixture

@@ -9,9 +9,10 @@ registry too. Processes run in the backend's own environment, exactly as in a be
 A case's processes are shared where a test needs no fresh ones: the tests that run with the default
 settings use one API (and the workers the previous test left running), the two fault tests another
 API with a slow task, both APIs started (and stopped) side by side; each test checks only its own
-task ids in the shared ledger. A broker server
-that is not reachable (RabbitMQ 127.0.0.1:5672, NATS 127.0.0.1:4222, or ``TASKBENCH_TEST_RABBITMQ_URL``
-/ ``TASKBENCH_TEST_NATS_URL``) skips its cases with the reason.
+task ids in the shared ledger. The brokers are the machine's RabbitMQ (127.0.0.1:5672) and NATS
+(127.0.0.1:4222) or ``TASKBENCH_TEST_<BROKER>_URL``; where none answers, and always for PostgreSQL,
+a private server the session starts (``tests.conftest.BrokerServers``). A broker that can be neither
+reached nor started skips its cases with the reason, and fails them under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -37,17 +38,16 @@ import pytest
 import redis
 
 from taskbench import backends
-from taskbench.harness import HarnessError
+from taskbench.brokers import BROKERS
 from taskbench.harness.envs import ensure_env
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes import Managed
-from taskbench.harness.redis_server import check_broker
 from taskbench.harness.scrape import scrape
 from taskbench.harness.stack import Stack as Processes
 from taskbench.ledger import Ledger
 from taskbench.messages import WORKLOADS
-from taskbench.settings import DEFAULT_BROKER_URLS
 from taskbench.wait import wait_until
+from tests.conftest import BrokerServers
 from tests.helpers import request, served
 
 ROOT = Path(__file__).parents[2]
@@ -204,6 +204,9 @@ def open_stack(case: Case, python: str, redis_url: str, tmp: Path, *, broker_red
     client = redis.Redis.from_url(redis_url)
     broker = redis.Redis.from_url(broker_redis_url) if case.broker == "redis" and broker_redis_url else None
     try:
+        if case.meta.prepares_broker:  # the library's schema, once, before the API and the workers
+            subprocess.run([python, "-m", "taskbench", "prepare"], env={**os.environ, **env},
+                           check=True, timeout=120, capture_output=True)
         with served(tmp, env, python=python) as port:
             st = Stack(case, python, env, tmp, port)
             try:
@@ -226,15 +229,10 @@ def open_stack(case: Case, python: str, redis_url: str, tmp: Path, *, broker_red
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[c.id for c in CASES])
-def case(request: pytest.FixtureRequest) -> Case:
+def case(request: pytest.FixtureRequest, broker_servers: BrokerServers) -> Case:
     selected: Case = request.param
     if selected.broker != "redis":
-        url = os.environ.get(f"TASKBENCH_TEST_{selected.broker.upper()}_URL")
-        try:
-            check_broker(selected.broker, url or DEFAULT_BROKER_URLS[selected.broker], timeout=2.0)
-        except HarnessError as exc:
-            pytest.skip(f"{selected.id}: {exc}")
-        selected = dataclasses.replace(selected, broker_url=url)
+        selected = dataclasses.replace(selected, broker_url=broker_servers.url(selected.broker))
     return selected
 
 
@@ -471,7 +469,7 @@ def test_every_broker_a_backend_names_is_known() -> None:
         brokers = backends.info(name).brokers
         assert brokers and len(set(brokers)) == len(brokers), name
         for broker in brokers:
-            assert broker == "redis" or broker in DEFAULT_BROKER_URLS, f"{name}: unknown broker {broker!r}"
+            assert broker in BROKERS, f"{name}: unknown broker {broker!r}"
 
 
 def test_every_registered_backend_has_a_conformance_run() -> None:

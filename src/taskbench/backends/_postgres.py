@@ -59,7 +59,7 @@ async def create_schema(settings: Settings) -> None:
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(plain_url(settings), autocommit=True) as conn:
-        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(schema(settings))}")  # noqa: S608 - quoted
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(schema(settings))}")
 
 
 async def drop_schema(settings: Settings) -> None:
@@ -67,4 +67,4 @@ async def drop_schema(settings: Settings) -> None:
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(plain_url(settings), autocommit=True) as conn:
-        await conn.execute(f"DROP SCHEMA IF EXISTS {quoted(schema(settings))} CASCADE")  # noqa: S608 - quoted
+        await conn.execute(f"DROP SCHEMA IF EXISTS {quoted(schema(settings))} CASCADE")

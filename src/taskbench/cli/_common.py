@@ -51,11 +51,27 @@ def settings() -> Settings:
     return found
 
 
-def backend_names(text: str) -> list[str]:
-    """``--backends``: comma-separated names, or ``all`` (every implemented backend but the unsafe seed wirings)."""
+def backend_names(text: str, broker: str | None = None) -> list[str]:
+    """``--backends``: comma-separated names, or ``all`` (every implemented backend but the unsafe seed
+    wirings; with ``broker``, those that run on it)."""
     from taskbench import backends as registry
 
-    return registry.available() if text == "all" else [b.strip() for b in text.split(",") if b.strip()]
+    if text == "all":
+        return [name for name in registry.available() if broker is None or broker in registry.info(name).brokers]
+    return [b.strip() for b in text.split(",") if b.strip()]
+
+
+def redis_backend_names(text: str, command: str) -> list[str]:
+    """``--backends`` of a command that runs its backends on Redis only (``drain``, ``overhead``, ``up``):
+    ``all`` is every Redis backend; a backend named that runs elsewhere is a ValueError saying so."""
+    from taskbench import backends as registry
+
+    names = backend_names(text, "redis")
+    for name in names:
+        if "redis" not in registry.info(name).brokers:
+            raise ValueError(f"taskbench {command} runs its backends on Redis; {name} runs on "
+                             f"{', '.join(registry.info(name).brokers)} (use taskbench run for it)")
+    return names
 
 
 #: what a command says when SIGINT or SIGTERM stopped it (exit 130)

@@ -36,7 +36,9 @@ def run(
     io_delay: Annotated[float, params.option("io_delay")] = params.default("io_delay"),
     cpu_iterations: Annotated[int, params.option("cpu_iterations")] = params.default("cpu_iterations"),
     redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
-    broker: Annotated[str, params.option("broker")] = params.default("broker"),
+    broker: Annotated[str | None, params.option(
+        "broker", help="broker for every backend (default: each backend's own, the first of its brokers in "
+                       "`taskbench backends`: redis, or postgres for the PostgreSQL queues)")] = None,
     broker_url: Annotated[str | None, params.option("broker_url")] = params.default("broker_url"),
     redis_fsync: Annotated[str, params.option("redis_fsync")] = params.default("redis_fsync"),
     postgres_durability: Annotated[str, params.option("postgres_durability")] = params.default(
@@ -86,10 +88,10 @@ def run(
         load = load_spec({"model": model, "users": users, "rate": rate, "ramp": ramp, "requests": requests,
                           "duration": duration, "driver_processes": driver_processes, "timeout": timeout})
         config = RunConfig(
-            backends=tuple(backend_names(backends)), workload=workload, load=load, workers=workers,
+            backends=tuple(backend_names(backends, broker)), workload=workload, load=load, workers=workers,
             concurrency=concurrency, enqueue_mode=enqueue_mode,  # type: ignore[arg-type]
             io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
-            broker=broker, broker_url=broker_url, redis_fsync=redis_fsync, broker_delay=broker_delay,  # type: ignore[arg-type]
+            broker=broker, broker_url=broker_url, redis_fsync=redis_fsync, broker_delay=broker_delay,
             postgres_durability=postgres_durability,
             output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout, drain_stall=drain_stall,
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from taskbench import params
-from taskbench.cli._common import backend_names, fail, interrupt_on_signals
+from taskbench.cli._common import fail, interrupt_on_signals, redis_backend_names
 
 if TYPE_CHECKING:
     from taskbench.harness.up import Stack
@@ -36,8 +36,8 @@ def up(
     from taskbench.harness.up import Up, UpConfig, live_table
 
     console = Console()
-    names = backend_names(backends)
     try:
+        names = redis_backend_names(backends, "up")
         config = UpConfig(backends=tuple(names), workers=workers, concurrency=concurrency, redis_url=redis_url,
                           redis_fsync=redis_fsync, host=host, port=port, prometheus=prometheus,
                           prometheus_port=prometheus_port, auth=auth, output=output)

@@ -32,8 +32,8 @@ from taskbench.harness.processes import Managed
 from taskbench.net import free_port, listening
 from taskbench.wait import WaitTimeoutError, wait_until
 
-__all__ = ["PrivateBroker", "PrivateNats", "PrivatePostgres", "PrivateRabbit", "find_broker_server", "needs_private_broker",
-           "private_broker", "provide_private_broker"]
+__all__ = ["PrivateBroker", "PrivateNats", "PrivatePostgres", "PrivateRabbit", "find_broker_server",
+           "needs_private_broker", "private_broker", "provide_private_broker"]
 
 
 def _write_secret(path: Path, text: str) -> None:

@@ -72,7 +72,8 @@ class RunConfig:
     threads: int = 3
     processes: int = 3
     redis_url: str | None = None
-    broker: str = "redis"  # a name of taskbench.brokers.BROKERS
+    #: a name of taskbench.brokers.BROKERS; None: each backend on its own default broker (the first it names)
+    broker: str | None = None
     broker_url: str | None = None
     broker_delay: float | None = None  # ms each way through the delay proxy (None: the broker is reached directly)
     redis_fsync: str = "always"  # the embedded broker Redis's AOF policy; "none": no persistence
@@ -106,17 +107,32 @@ class RunConfig:
             raise ValueError("no backend selected")
         from taskbench import backends
 
-        params.get("broker").check(self.broker)  # before the backends' brokers
+        if self.broker is not None:
+            params.get("broker").check(self.broker)  # before the backends' brokers
         for name in self.backends:
             meta = backends.info(name)
-            if self.broker not in meta.brokers:
+            if self.broker is not None and self.broker not in meta.brokers:
                 raise ValueError(f"backend {name!r} does not run on {self.broker!r}; "
                                  f"its brokers: {', '.join(meta.brokers)}")
+        if self.broker_url and len(set(self.brokers.values())) > 1:
+            raise ValueError("--broker-url names one broker, and these backends run on "
+                             f"{' and '.join(sorted(set(self.brokers.values())))}: give --broker too")
         checked = params.by_attr()  # the ranges of the schema, worded for the command line
         for item in fields(self):
             value = getattr(self, item.name)
             if item.name in checked and value is not None:
                 checked[item.name].check(value)
+
+    def broker_for(self, backend: str) -> str:
+        """The broker ``backend``'s case runs on: ``--broker``, else the backend's default."""
+        from taskbench import backends
+
+        return self.broker or backends.info(backend).brokers[0]
+
+    @property
+    def brokers(self) -> dict[str, str]:
+        """Backend -> the broker its case runs on."""
+        return {name: self.broker_for(name) for name in self.backends}
 
     @property
     def supervised(self) -> bool:

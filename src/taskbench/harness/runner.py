@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,9 @@ from taskbench.harness.phases import (
     check_metrics,
     clean_up,
     drain,
+    prepare,
     queue_status,
     queue_summary,
-    prepare,
     read_ledger,
     settle,
     stop_failures,
@@ -82,39 +83,59 @@ class Runner:
         result = Result(kind="run", config=cfg.to_dict(), **result_header(self.run_id, self.root))
         pythons = {name: self.environment(name) for name in cfg.backends}
         result.environments = {n: versions(str(p)) for n, p in pythons.items()}
+        brokers = cfg.brokers  # each backend's broker: --broker, else its own default
+        on_redis = "redis" in brokers.values()
         with provide_redis(cfg.redis_url, self.out_dir, cpus=cfg.placement.redis, fsync=cfg.redis_fsync,
-                           broker_url=cfg.broker_url if cfg.broker == "redis" else None,
-                           redis_broker=cfg.broker == "redis",
+                           broker_url=cfg.broker_url if on_redis else None, redis_broker=on_redis,
                            say=self.say) as redis:
             result.redis = redis.info
-            if self._private_needed():  # each case gets a private server: its binary must be there
-                find_broker_server(cfg.broker)
-            else:
-                if cfg.broker != "redis":
-                    broker_url = Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
-                    check_broker(cfg.broker, broker_url)
-                problem = cfg.fault.problem(self.broker_of(redis)) if cfg.fault else None
-                if problem:  # before any case starts
-                    raise HarnessError(problem)
-            for index, name in enumerate(cfg.backends):
-                result.cases.append(self.run_case(index, name, pythons[name], redis))
-                write_result(self.result_path(), result)
+            try:
+                for broker in dict.fromkeys(brokers.values()):  # every broker checked before any case starts
+                    self.config = replace(cfg, broker=broker)
+                    self._check_broker(redis)
+                for index, name in enumerate(cfg.backends):
+                    self.config = replace(cfg, broker=brokers[name])
+                    result.cases.append(self.run_case(index, name, pythons[name], redis))
+                    write_result(self.result_path(), result)
+            finally:
+                self.config = cfg
         result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         write_result(self.result_path(), result)
         return result
 
+    @property
+    def broker(self) -> str:
+        """The broker of the case at hand: :meth:`run` sets one per case, a scenario's config names one."""
+        broker = self.config.broker
+        assert broker is not None, "a case's config names its broker"
+        return broker
+
+    def _check_broker(self, redis: RunRedis) -> None:
+        """The broker of ``self.config`` can be used: a private server's binary is there, a named one
+        answers, and the fault can be injected on it."""
+        cfg = self.config
+        if self._private_needed():  # each case gets a private server: its binary must be there
+            find_broker_server(self.broker)
+            return
+        if self.broker != "redis":
+            broker_url = Settings(broker=self.broker, broker_url=cfg.broker_url).broker_address
+            check_broker(self.broker, broker_url)
+        problem = cfg.fault.problem(self.broker_of(redis)) if cfg.fault else None
+        if problem:
+            raise HarnessError(problem)
+
     def _private_needed(self) -> bool:
         cfg = self.config
-        return needs_private_broker(cfg.broker, cfg.broker_url, cfg.fault.target if cfg.fault else None)
+        return needs_private_broker(self.broker, cfg.broker_url, cfg.fault.target if cfg.fault else None)
 
     def broker_of(self, redis: RunRedis) -> Broker:
         """The broker the case's tasks travel through (a fault may stall or restart it)."""
         cfg = self.config
-        if cfg.broker == "redis":
+        if self.broker == "redis":
             return Broker("redis", redis.broker_url, server=redis.broker)
         if self.private is not None:
-            return Broker(cfg.broker, self.private.url, server=self.private)
-        return Broker(cfg.broker, Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address)
+            return Broker(self.broker, self.private.url, server=self.private)
+        return Broker(self.broker, Settings(broker=self.broker, broker_url=cfg.broker_url).broker_address)
 
     def result_path(self) -> Path:
         return self.out_dir / "result.json"
@@ -127,7 +148,7 @@ class Runner:
     def _settings_env(self, name: str, run_id: str, redis: RunRedis, proxy_port: int | None) -> dict[str, str]:
         cfg = self.config
         given: dict[str, str] = {"backend": name, "run_id": run_id, "redis_url": redis.url}
-        if cfg.broker == "redis":  # the Redis backends' broker: its own server unless shared
+        if self.broker == "redis":  # the Redis backends' broker: its own server unless shared
             given["broker_url"] = redis.broker_url
         elif self.private is not None:
             given["broker_url"] = self.private.url
@@ -138,16 +159,16 @@ class Runner:
     def broker_address(self, redis: RunRedis) -> str:
         """The broker's real URL (a delay proxy, if any, stands in front of it)."""
         cfg = self.config
-        if cfg.broker == "redis":
+        if self.broker == "redis":
             return redis.broker_url
         if self.private is not None:
             return self.private.url
-        return Settings(broker=cfg.broker, broker_url=cfg.broker_url).broker_address
+        return Settings(broker=self.broker, broker_url=cfg.broker_url).broker_address
 
     def _start_delay_proxy(self, stack: Stack, port: int, redis: RunRedis, logs: Path, say: Say) -> str:
         """Start the delay proxy (before the API and the workers) and wait until it listens; its line."""
         cfg = self.config
-        target = target_of(self.broker_address(redis), BROKER_PORTS[cfg.broker])
+        target = target_of(self.broker_address(redis), BROKER_PORTS[self.broker])
         stack.start("broker-delay", [sys.executable, "-m", "taskbench.harness.delay_proxy", "--port", str(port),
                                      "--target", f"{target[0]}:{target[1]}", "--delay-ms", f"{cfg.broker_delay:g}"],
                     logs / "broker-delay.log")
@@ -166,8 +187,8 @@ class Runner:
         if not self._private_needed():
             return self._run_case(index, name, python, redis)
         folder = self.out_dir / "logs" / f"{index}-{name}" / "broker"
-        options = {"durability": self.config.postgres_durability} if self.config.broker == "postgres" else {}
-        with provide_private_broker(self.config.broker, folder, cpus=self.config.placement.redis,
+        options = {"durability": self.config.postgres_durability} if self.broker == "postgres" else {}
+        with provide_private_broker(self.broker, folder, cpus=self.config.placement.redis,
                                     say=lambda text: self.say(f"[{name}] {text}"), **options) as server:
             self.private = server
             try:
@@ -192,13 +213,13 @@ class Runner:
         settings = Settings(backend=name, redis_url=redis_url, run_id=run_id)
         ledger = Ledger(settings.prefix)
         client = redis_client(redis_url)
-        broker_client = None if redis.shared or cfg.broker != "redis" else redis_client(redis.broker_url)
-        durability = case_durability(backend, cfg.enqueue_mode, cfg.broker, broker_client or client,
+        broker_client = None if redis.shared or self.broker != "redis" else redis_client(redis.broker_url)
+        durability = case_durability(backend, cfg.enqueue_mode, self.broker, broker_client or client,
                                      broker_url=self.broker_address(redis))
         port = cfg.api_port or free_port()
         check_port_free("127.0.0.1", port)
         workers = cfg.workers if backend.has_worker else 0
-        case = QueueCase(backend=name, broker=cfg.broker, workload=cfg.workload, enqueue_mode=cfg.enqueue_mode,
+        case = QueueCase(backend=name, broker=self.broker, workload=cfg.workload, enqueue_mode=cfg.enqueue_mode,
                          durable=durability.durable, durability=durability.text, has_worker=backend.has_worker,
                          workers=workers, concurrency=cfg.concurrency, run_id=run_id, unsafe=backend.unsafe,
                          placement=cfg.placement.to_dict(), logs=str(logs))
@@ -269,7 +290,7 @@ class Runner:
                             # stop once executions stop coming (--drain-stall, past a dead worker's redelivery);
                             # sooner after a fault on a backend that promises nothing (past every redelivery:
                             # the task timeout, arq's 10 s on top, a restart)
-                            promised = promise_of(name, cfg.broker, durable=case.durable).keeps_accepted
+                            promised = promise_of(name, self.broker, durable=case.durable).keeps_accepted
                             stall = max(cfg.drain_stall, redelivery_bound(cfg.task_timeout))
                             if not promised and injector is not None:
                                 stall = redelivery_bound(cfg.task_timeout)
@@ -284,7 +305,7 @@ class Runner:
                                         f"{injector.record.error}")
                     elif not injector.record.injected:
                         failures.append(f"fault {injector.record.fault}: {injector.record.note}")
-                promise = promise_of(name, cfg.broker, durable=case.durable, why=case.durability)
+                promise = promise_of(name, self.broker, durable=case.durable, why=case.durability)
                 # a fault may lose what the backend does not promise to keep: those never come, so a
                 # drain that waited for them in vain is the loss (audited), not a failure of its own
                 drain_ok = drained.drained or (injector is not None and injector.record.injected
@@ -318,7 +339,7 @@ class Runner:
                     stack.stop()
         finally:
             case.exit_codes = dict(stack.exit_codes)
-            case.cleanup = clean_up(client, settings, backend, keep=cfg.keep, purge_on_broker=cfg.broker != "redis",
+            case.cleanup = clean_up(client, settings, backend, keep=cfg.keep, purge_on_broker=self.broker != "redis",
                                     python=python, env=env_vars, logs=logs, say=say, broker=broker_client)
             client.close()
             if broker_client is not None:

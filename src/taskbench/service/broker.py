@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
 from taskbench import brokers, durability
 from taskbench.backends.base import ChecksBroker
 from taskbench.durability import Durability
