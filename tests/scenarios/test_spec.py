@@ -307,7 +307,8 @@ def test_the_faults_scenario_covers_the_matrix_of_issue_14() -> None:
     from taskbench import backends
 
     scenario = resolve("faults")
-    queues = {name for name in backends.available() if backends.info(name).has_worker}
+    queues = {name for name in backends.available() if backends.info(name).has_worker
+              and "redis" in backends.info(name).brokers}
     assert len(queues) == 7
     on_redis = {(c.params["backend"], c.params.get("fault"), c.params.get("redis_fsync"),
                  c.params.get("broker_delay")) for c in scenario.cases if c.params.get("broker", "redis") == "redis"}
@@ -324,5 +325,11 @@ def test_the_faults_scenario_covers_the_matrix_of_issue_14() -> None:
     assert {("faststream", "rabbitmq", "restart-broker@2"), ("taskiq", "rabbitmq", "restart-broker@2"),
             ("celery", "rabbitmq", "restart-broker@2"), ("celery", "rabbitmq", "stall-broker@2+2"),
             ("faststream", "nats", "restart-broker@2"), ("faststream", "nats", "stall-broker@2+2")} <= others
+    on_postgres = {(c.params["backend"], c.params["fault"]) for c in scenario.cases
+                   if c.params.get("broker") == "postgres"}
+    for name in backends.available():
+        if "postgres" in backends.info(name).brokers:
+            for fault in ("kill-worker@2", "restart-broker@2", "stall-broker@2+2"):
+                assert (name, fault) in on_postgres, (name, fault)
     paused = [c for c in scenario.cases if str(c.params.get("fault", "")).startswith("pause-worker")]
     assert all(c.params["workers"] == 2 for c in paused), "a paused worker's tasks go to the other one"

@@ -8,12 +8,33 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from taskbench.backends.base import Backend
+
+
+AT_LEAST_ONCE: Final = "at-least-once"
+AT_MOST_ONCE: Final = "at-most-once"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delivery:
+    """What a backend on one broker promises across a worker's death, as taskbench configures it: the
+    rule a fault case is judged by (``taskbench backends``, docs/backends.md, every fault result)."""
+
+    #: ``at-least-once``: a dead worker's task runs again (a loss fails the case, a duplicate is a figure);
+    #: ``at-most-once``: it may be lost, never run twice (a duplicate fails the case, a loss is a figure)
+    guarantee: str = AT_LEAST_ONCE
+    #: how a dead worker's task comes back, or why it does not: the mechanism and its wait
+    recovery: str = ""
+
+    def __post_init__(self) -> None:
+        if self.guarantee not in (AT_LEAST_ONCE, AT_MOST_ONCE):
+            raise ValueError(f"unknown delivery guarantee {self.guarantee!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,10 +47,12 @@ class BackendInfo:
     durable: bool = True
     #: tasks run in separate worker processes
     has_worker: bool = True
-    #: the library re-runs a task whose worker died mid-task (at-least-once delivery)
-    redelivers: bool = False
     #: brokers the backend can use; the first is the default
     brokers: tuple[str, ...] = ("redis",)
+    #: broker -> what the backend promises there across a worker's death; a broker not named here:
+    #: ``default_delivery``
+    delivery: Mapping[str, Delivery] = field(default_factory=dict)
+    default_delivery: Delivery = Delivery()
     #: Redis key patterns outside the run prefix that the library creates; ``{run_id}`` is filled
     key_patterns: tuple[str, ...] = ()
     #: the library's own web dashboard, run by ``taskbench dashboard`` (``taskbench up`` starts it)
@@ -59,6 +82,15 @@ class BackendInfo:
     def extra(self) -> str:
         return self.extra_name or self.name
 
+    def delivery_on(self, broker: str) -> Delivery:
+        """What the backend promises on ``broker`` across a worker's death."""
+        return self.delivery.get(broker, self.default_delivery)
+
+    @property
+    def redelivers(self) -> bool:
+        """A task whose worker died mid-task runs again, on the backend's default broker."""
+        return self.has_worker and self.delivery_on(self.brokers[0]).guarantee == AT_LEAST_ONCE
+
     @property
     def implemented(self) -> bool:
         return _module_exists(self.module)
@@ -75,26 +107,36 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             summary="FastAPI BackgroundTasks: runs in the API process after the response, no queue",
             durable=False,
             has_worker=False,
+            default_delivery=Delivery(guarantee=AT_MOST_ONCE,
+                                      recovery="none: a task lives in the API process until it ran"),
         ),
         BackendInfo(
             name="arq",
             summary="ARQ: asyncio worker polling a Redis sorted set, msgpack serialization",
-            redelivers=True,
             key_patterns=("arq:*:{run_id}:*",),
             remembers_ids=True,
+            default_delivery=Delivery(recovery="the job's in-progress key expires: re-run after the job timeout "
+                                               "(--task-timeout) + 10 s"),
         ),
         BackendInfo(
             name="saq",
             summary="SAQ: asyncio worker on Redis lists (BLMOVE), JSON, sweeps and retries stuck jobs",
-            redelivers=True,
             key_patterns=("saq:taskbench:{run_id}:*", "saq:job:taskbench:{run_id}:*", "saq:abort:{run_id}:*"),
             dashboard="SAQ web",
+            default_delivery=Delivery(recovery="a worker's sweep aborts and re-queues an active job whose "
+                                               "heartbeat (--task-timeout) passed, up to retries=3 attempts"),
         ),
         BackendInfo(
             name="faststream",
             summary="FastStream: competing consumers (Redis stream group, RabbitMQ quorum queue, NATS JetStream)",
-            redelivers=True,
             brokers=("redis", "rabbitmq", "nats"),
+            delivery={
+                "redis": Delivery(recovery="stream consumer group with manual ack: a pending message is claimed "
+                                           "by another consumer after --task-timeout"),
+                "rabbitmq": Delivery(recovery="quorum queue, ack after the handler: requeued when the dead "
+                                              "worker's connection closes"),
+                "nats": Delivery(recovery="JetStream ack_wait: redelivered after --task-timeout"),
+            },
         ),
         BackendInfo(
             name="faststream-pubsub",
@@ -106,52 +148,65 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             fans_out=True,
             module_name="faststream_pubsub",
             extra_name="faststream",
+            default_delivery=Delivery(guarantee=AT_MOST_ONCE, recovery="none: pub/sub keeps nothing"),
         ),
         BackendInfo(
             name="celery",
             summary="Celery: late acks, threads pool beside one event loop per worker process, JSON",
-            redelivers=True,
             dashboard="Flower",
             brokers=("redis", "rabbitmq"),
+            delivery={
+                "redis": Delivery(recovery="late ack: kombu restores the unacked message after the visibility "
+                                           "timeout (--task-timeout); a message a worker had just fetched "
+                                           "when it was killed can be lost (docs/faults.md)"),
+                "rabbitmq": Delivery(recovery="late ack: requeued when the dead worker's connection closes"),
+            },
         ),
         BackendInfo(
             name="taskiq",
             summary="Taskiq: async receiver on a Redis stream consumer group, acks when executed, idle reclaim",
-            redelivers=True,
             brokers=("redis", "rabbitmq"),
             key_patterns=("autoclaim:taskbench:{run_id}:*",),
+            delivery={
+                "redis": Delivery(recovery="late ack on a stream consumer group: an idle pending message is "
+                                           "reclaimed after --task-timeout"),
+                "rabbitmq": Delivery(recovery="quorum queue, ack after the task: requeued when the dead "
+                                              "worker's connection closes"),
+            },
         ),
         BackendInfo(
             name="dramatiq",
             summary="Dramatiq: Redis broker, acks after the actor returned, dead workers' messages requeued",
-            redelivers=True,
+            default_delivery=Delivery(recovery="acks after the actor returned: a dead worker's unacked messages "
+                                               "are requeued by another worker's heartbeat check"),
         ),
         BackendInfo(
             name="streaq",
             summary="streaq: asyncio worker on a Redis stream consumer group, JSON, idle tasks reclaimed",
-            redelivers=True,
             key_patterns=("streaq:taskbench:{run_id}:*",),
+            default_delivery=Delivery(recovery="stream consumer group: an idle task is reclaimed after --task-timeout"),
         ),
         BackendInfo(
             name="procrastinate",
             summary="Procrastinate: PostgreSQL jobs table, LISTEN/NOTIFY, worker heartbeats, stalled jobs retried",
-            redelivers=True,
             brokers=("postgres",),
+            default_delivery=Delivery(recovery="TO BE CONFIRMED"),
             prepares_broker=True,
         ),
         BackendInfo(
             name="pgqueuer",
             summary="PgQueuer: PostgreSQL queue table, LISTEN/NOTIFY, FOR UPDATE SKIP LOCKED, retry_timer",
-            redelivers=True,
             brokers=("postgres",),
+            default_delivery=Delivery(recovery="TO BE CONFIRMED"),
             prepares_broker=True,
         ),
         BackendInfo(
             name="saq-postgres",
             summary="SAQ on PostgreSQL: SAQ's PostgresQueue (SKIP LOCKED dequeue, LISTEN/NOTIFY), JSON",
-            redelivers=True,
             brokers=("postgres",),
             prepares_broker=True,
+            default_delivery=Delivery(recovery="a worker's sweep aborts and re-queues an active job whose "
+                                               "heartbeat (--task-timeout) passed, up to retries=3 attempts"),
             module_name="saq_postgres",
             extra_name="saq",
         ),

@@ -34,6 +34,9 @@ def backends() -> None:
             state += " [never a default: left out of --backends all]"
         brokers = "/".join(meta.brokers)
         typer.echo(f"{meta.name:17} {brokers:20} {meta.summary}{state}")
+        for broker in meta.brokers:  # the promise a fault case is judged by
+            delivery = meta.delivery_on(broker)
+            typer.echo(f"{'':17} on {broker:17} {delivery.guarantee}: {delivery.recovery}")
 
 
 def serve(

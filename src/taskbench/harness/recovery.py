@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from taskbench import backends
 from taskbench.results import FaultRecord, FaultSecond, Load, Promise
 
 RECOVERED_SHARE = 0.5  # "executing again": back to half the rate of the seconds before the fault
@@ -140,14 +141,9 @@ def unkept_promises(promise: Promise, *, lost: int, duplicated: int, cause: str 
     return out
 
 
-#: (backend, broker) pairs whose configuration here promises at most one execution per task (a duplicate
-#: after a fault fails the case). None yet: every queue backend as taskbench configures it acks after the
-#: task ran, i.e. at least once (docs/backends.md, "What a fault case promises").
-AT_MOST_ONCE: frozenset[tuple[str, str]] = frozenset()
-
-
 def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool = True, why: str = "") -> Promise:
-    """What ``backend`` on ``broker`` promises across a fault, as taskbench configures it.
+    """What ``backend`` on ``broker`` promises across a fault, as taskbench configures it: its registry
+    entry's :class:`~taskbench.backends.Delivery` on that broker.
 
     ``durable``: the 2xx is sent after the broker holds the task (a queue backend, ``awaited`` enqueue).
     ``broker_keeps``: the broker keeps what it holds across the fault (False: a restart of a broker
@@ -159,7 +155,8 @@ def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool =
         what = "background tasks" if backend == "background" else f"{backend} with the enqueue after the response"
         return Promise(keeps_accepted=False, no_duplicates=False,
                        text=f"{what} (the 2xx comes before the task is safe: nothing is promised)")
-    at_most_once = (backend, broker) in AT_MOST_ONCE
-    return Promise(keeps_accepted=broker_keeps, no_duplicates=at_most_once,
-                   text=f"{backend} on {broker} ({'at-most-once' if at_most_once else 'at-least-once'}"
+    delivery = backends.info(backend).delivery_on(broker)
+    at_most_once = delivery.guarantee == backends.AT_MOST_ONCE
+    return Promise(keeps_accepted=broker_keeps and not at_most_once, no_duplicates=at_most_once,
+                   text=f"{backend} on {broker} ({delivery.guarantee}"
                         f"{'' if broker_keeps else ', broker without persistence'})")
