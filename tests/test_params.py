@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from taskbench import params
+from taskbench import brokers, params
 from taskbench.cli import app
 from taskbench.harness.config import RunConfig, load_spec
 from taskbench.scenarios import ScenarioError, load
@@ -51,7 +51,10 @@ def test_the_cli_bounds_and_defaults_are_the_schema(command: str) -> None:
         checked += 1
         if param.bounds:
             assert (option.min, option.max) == param.bounds, name
-        if command == "run":
+        if command == "run" and name == "broker":  # unset: each backend on its own default broker
+            assert option.default is None
+            assert "each backend's own" in (option.help or "")
+        elif command == "run":
             assert option.default == param.default, name
             assert param.help in (option.help or ""), name
     assert checked
@@ -67,7 +70,7 @@ def test_every_run_parameter_of_the_schema_is_a_run_option() -> None:
     [
         (["--model", "nope"], "--model must be closed, open or ramp, not 'nope'"),
         (["--enqueue-mode", "later"], "--enqueue-mode must be awaited or after-response, not 'later'"),
-        (["--broker", "kafka"], "--broker must be redis, rabbitmq or nats, not 'kafka'"),
+        (["--broker", "kafka"], "--broker must be redis, rabbitmq, nats or postgres, not 'kafka'"),
         (["--model", "open"], "the open model needs rate"),
     ],
 )
@@ -184,7 +187,11 @@ def test_settings_fields_match_the_schema() -> None:
             ge = next(m.ge for m in info.metadata if hasattr(m, "ge"))
             le = next(m.le for m in info.metadata if hasattr(m, "le"))
             assert (ge, le) == param.bounds, param.name
-        if param.choices:
+        if param.name == "broker":  # a str checked against the broker registry, as the schema's choices are
+            assert param.choices == brokers.NAMES
+            with pytest.raises(ValueError, match="unknown broker 'kafka'"):
+                Settings(broker="kafka")
+        elif param.choices:
             assert typing.get_args(info.annotation) == param.choices, param.name
         if param.default is not None:
             assert info.default == param.default, param.name
