@@ -190,7 +190,11 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             name="procrastinate",
             summary="Procrastinate: PostgreSQL jobs table, LISTEN/NOTIFY, worker heartbeats, stalled jobs retried",
             brokers=("postgres",),
-            default_delivery=Delivery(recovery="TO BE CONFIRMED"),
+            default_delivery=Delivery(recovery="the documented periodic task (every --task-timeout/4 s) retries the "
+                                               "doing jobs of workers whose heartbeat is older than "
+                                               "--task-timeout: back within ~1.25 x --task-timeout + the 5 s "
+                                               "fetch poll (without it, the library's default, a job stays "
+                                               "doing for good)"),
             prepares_broker=True,
         ),
         BackendInfo(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from taskbench.settings import Settings
@@ -44,14 +44,15 @@ def url(settings: Settings) -> str:
     parts = urlsplit(settings.broker_address)
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
     query.append(("options", options(settings)))
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
+    # %20, not +: libpq decodes percent escapes only
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query, quote_via=quote), parts.fragment))
 
 
 def plain_url(settings: Settings) -> str:
     """The broker's URL without ``options`` (psycopg's ``conninfo``; asyncpg takes ``server_settings``)."""
     parts = urlsplit(settings.broker_address)
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query, quote_via=quote), parts.fragment))
 
 
 async def create_schema(settings: Settings) -> None:
