@@ -199,9 +199,11 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
         ),
         BackendInfo(
             name="pgqueuer",
-            summary="PgQueuer: PostgreSQL queue table, LISTEN/NOTIFY, FOR UPDATE SKIP LOCKED, retry_timer",
+            summary="PgQueuer: PostgreSQL queue table, LISTEN/NOTIFY, FOR UPDATE SKIP LOCKED, heartbeat_timeout",
             brokers=("postgres",),
-            default_delivery=Delivery(recovery="TO BE CONFIRMED"),
+            default_delivery=Delivery(recovery="any worker's dequeue re-takes a picked job whose heartbeat is older "
+                                               "than heartbeat_timeout (--task-timeout; the library's default "
+                                               "30 s), on a NOTIFY or within dequeue_timeout; no attempt limit"),
             prepares_broker=True,
         ),
         BackendInfo(

@@ -1,0 +1,67 @@
+"""Floor of ``pgqueuer``: ``await queries.enqueue(...)`` on ``Queries(AsyncpgPoolDriver(pool))``, as PgQueuer's
+FastAPI example does (JSON bytes, the task id as ``dedupe_key``, the run's schema and channel).
+
+The broker is ``TASKBENCH_BROKER_URL`` (a ``postgresql://`` URL); the schema is the run's, named as
+``taskbench.backends._postgres.schema`` names it, installed beforehand by ``taskbench prepare``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+from fastapi import FastAPI, Request
+from pgqueuer.adapters.persistence.qb import QueryBuilderEnvironment, QueryQueueBuilder, QuerySchedulerBuilder
+from pgqueuer.db import AsyncpgPoolDriver
+from pgqueuer.domain.settings import DBSettings
+from pgqueuer.models import Channel
+from pgqueuer.queries import Queries
+
+from taskbench.floors._common import ACCEPTED, HEALTH, Incr, run_id
+
+#: as the SAQ floor's function: not the backend's entrypoint, so no worker of the run takes these jobs
+ENTRYPOINT = "incr"
+
+
+def broker_url() -> str:
+    return os.environ.get("TASKBENCH_BROKER_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def schema(run: str) -> str:
+    """The run's schema: ``taskbench_`` and the run id, other characters as ``_``, cut and hashed when
+    anything was replaced or it is too long (the backend's rule)."""
+    name = "taskbench_" + re.sub(r"[^a-z0-9_]", "_", run.lower())
+    if len(name) > 63 or name != "taskbench_" + run:
+        name = f"{name[:54]}_{hashlib.sha256(run.encode()).hexdigest()[:8]}"
+    return name
+
+
+def create_app() -> FastAPI:
+    names = schema(run_id())
+    settings = DBSettings(db_schema=names, channel=Channel(names), prefix="")
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        async with asyncpg.create_pool(broker_url(), server_settings={"search_path": names}) as pool:
+            yield {"queries": Queries(AsyncpgPoolDriver(pool), qbe=QueryBuilderEnvironment(settings),
+                                      qbq=QueryQueueBuilder(settings), qbs=QuerySchedulerBuilder(settings))}
+
+    app = FastAPI(lifespan=lifespan)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return HEALTH
+
+    @app.post("/api/v1/incr/io/simple/pgqueuer", status_code=ACCEPTED)
+    async def incr(task: Incr, request: Request) -> dict[str, str]:
+        queries: Queries = request.state.queries
+        await queries.enqueue(ENTRYPOINT, json.dumps({"value": task.value}).encode(), dedupe_key=task.task_id)
+        return {"status": "accepted", "task_id": task.task_id}
+
+    return app
