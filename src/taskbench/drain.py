@@ -37,7 +37,11 @@ if TYPE_CHECKING:
 async def _enqueue(settings: Settings, tasks: int, parallel: int, workload: str) -> float:
     from fastapi import BackgroundTasks
 
+    from taskbench.backends.base import PreparesBroker
+
     backend = backends.load(settings.backend)
+    if isinstance(backend, PreparesBroker):  # a PostgreSQL queue's schema, before its producer and worker
+        await backend.prepare_broker(settings)
     later = BackgroundTasks()
     async with Workloads(settings) as workloads:
         ctx = ServiceContext(settings=settings, workloads=workloads)

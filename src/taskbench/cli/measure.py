@@ -8,7 +8,13 @@ from typing import Annotated, Any
 import typer
 
 from taskbench import params
-from taskbench.cli._common import INTERRUPTED, fail, interrupt_on_signals, redis_backend_names, show_progress
+from taskbench.cli._common import (
+    INTERRUPTED,
+    backend_names,
+    fail,
+    interrupt_on_signals,
+    show_progress,
+)
 
 
 def ceiling(
@@ -91,7 +97,7 @@ def drain(
         fail(f"--workload must be io/simple or noop, not {workload!r}")
     interrupt_on_signals()
     try:
-        names = redis_backend_names(backends, "drain")
+        names = backend_names(backends)  # each on its default broker (a private PostgreSQL for those queues)
         for name in names:
             registry.info(name)
         placement = drain_placement(pin)
@@ -196,7 +202,7 @@ def overhead(
     interrupt_on_signals()
     try:
         config = OverheadConfig(
-            backends=redis_backend_names(backends, "overhead"), rounds=rounds, warmup=warmup, redis_url=redis_url,
+            backends=backend_names(backends), rounds=rounds, warmup=warmup, redis_url=redis_url,
             load=LoadSpec(users=users, requests=requests, duration=duration), placement=Placement.parse(pin),
             output=output, api_env=api_env, floor_gc_freeze=floor_gc_freeze, method=method)
         result, path = run_overhead(config, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))

@@ -6,14 +6,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from taskbench import backends
 from taskbench.harness import HarnessError, progress
+from taskbench.harness.broker_servers import provide_private_broker
 from taskbench.harness.config import Placement
 from taskbench.harness.envs import ensure_env, versions
 from taskbench.harness.keys import delete_run_keys
@@ -36,54 +38,84 @@ def run_drain(
 
     ``placement``: the worker on ``workers``' cores, the Redis servers on ``redis``', the process that
     enqueues and watches the drain on ``driver``'s (see :func:`drain_placement`)."""
-    from taskbench.drain import pair_run_ids
 
     placement = placement or Placement()
     out = output / f"drain-{uuid.uuid4().hex[:8]}"
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     with provide_redis(redis_url, out, cpus=placement.redis, say=say) as redis:
-        url = redis.url
         for name in names:
             meta = backends.info(name)
             if not meta.has_worker:
                 say(f"[{name}] skipped: no worker process, nothing to drain")
                 continue
             python = ensure_env(meta.extra)
-            cases: list[tuple[int, bool]] = (
-                [(r, r % 2 == 0) for r in range(repeat)] if paired  # the mode whose worker starts first
-                else [(r, m) for r in range(repeat) for m in (ledger_modes[::-1] if r % 2 else ledger_modes)])
-            for round_, ledger in cases:
-                run_id = f"drain-{uuid.uuid4().hex[:10]}"
-                env = {**os.environ, "TASKBENCH_BACKEND": name, "TASKBENCH_REDIS_URL": url,
-                       "TASKBENCH_BROKER_URL": redis.broker_url,
-                       "TASKBENCH_RUN_ID": run_id, "TASKBENCH_LEDGER": str(ledger).lower(),
-                       "TASKBENCH_CONCURRENCY": str(concurrency), "PYTHONUNBUFFERED": "1"}
-                mode = "on" if ledger else "off"
-                what = f"ledger on and off at once, round {round_ + 1} of {repeat}" if paired else f"ledger {mode}"
-                say(f"[{name}] {tasks} {workload} tasks{' a worker' if paired else ''}, {what}")
-                label = f"paired-{round_}" if paired else f"{'ledger' if ledger else 'noledger'}-{round_}"
-                log = out / f"drain-case-{name}-{label}.log"
-                argv = [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks),
-                        "--log-dir", str(out), "--workload", workload,
-                        "--worker-cpus", ",".join(map(str, placement.workers or []))]
-                if paired:
-                    argv += ["--paired", mode]
-                used = list(pair_run_ids(run_id).values()) if paired else [run_id]
-                try:
-                    with progress.phase(f"[{name}] enqueue and drain, {what}"), \
-                            Stack(env, name=run_id, stop_timeout=30) as stack:
-                        case = stack.start("drain-case", argv, log, cpus=placement.driver)
-                        stack.wait_ready(partial(_exited, case), timeout=1200, interval=0.2,
-                                         what=f"the drain of {name} to finish (log: {log})")
-                        code = case.exit_code()
-                except BaseException:
-                    with contextlib.suppress(Exception):  # the keys go; the reason it stopped is what is reported
-                        _cleanup(redis, used, meta)
-                    raise
-                _cleanup(redis, used, meta)
-                rows += _rows(log, name, code, python, round_)
+            with _broker_of(name, meta, out, placement, say) as broker_env:
+                rows += _drain_backend(name, meta, python, broker_env, redis, out, tasks=tasks,
+                                       concurrency=concurrency, ledger_modes=ledger_modes, workload=workload,
+                                       repeat=repeat, placement=placement, paired=paired, say=say)
     (out / "drain.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+@contextlib.contextmanager
+def _broker_of(name: str, meta: backends.BackendInfo, out: Path, placement: Placement,
+               say: Callable[[str], None]) -> Iterator[dict[str, str]]:
+    """The TASKBENCH_* variables of the backend's broker: its default one. Redis: the run's embedded
+    broker (set per round); PostgreSQL: a private server for this backend's rounds."""
+    broker = meta.brokers[0]
+    if broker == "redis":
+        yield {}
+        return
+    if broker != "postgres":
+        raise HarnessError(f"taskbench drain runs {name} on {broker}, which it cannot start")
+    with provide_private_broker(broker, out / f"broker-{name}", cpus=placement.redis,
+                                say=lambda text: say(f"[{name}] {text}")) as server:
+        yield {"TASKBENCH_BROKER": broker, "TASKBENCH_BROKER_URL": server.url}
+
+
+def _drain_backend(name: str, meta: backends.BackendInfo, python: Path, broker_env: dict[str, str],
+                   redis: RunRedis, out: Path, *, tasks: int, concurrency: int, ledger_modes: list[bool],
+                   workload: str, repeat: int, placement: Placement, paired: bool,
+                   say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """:func:`run_drain`'s rounds of one backend."""
+    from taskbench.drain import pair_run_ids
+
+    rows: list[dict[str, Any]] = []
+    url = redis.url
+    cases: list[tuple[int, bool]] = (
+        [(r, r % 2 == 0) for r in range(repeat)] if paired  # the mode whose worker starts first
+        else [(r, m) for r in range(repeat) for m in (ledger_modes[::-1] if r % 2 else ledger_modes)])
+    for round_, ledger in cases:
+        run_id = f"drain-{uuid.uuid4().hex[:10]}"
+        env = {**os.environ, "TASKBENCH_BACKEND": name, "TASKBENCH_REDIS_URL": url,
+               "TASKBENCH_BROKER_URL": redis.broker_url,
+               "TASKBENCH_RUN_ID": run_id, "TASKBENCH_LEDGER": str(ledger).lower(),
+               "TASKBENCH_CONCURRENCY": str(concurrency), "PYTHONUNBUFFERED": "1", **broker_env}
+        mode = "on" if ledger else "off"
+        what = f"ledger on and off at once, round {round_ + 1} of {repeat}" if paired else f"ledger {mode}"
+        say(f"[{name}] {tasks} {workload} tasks{' a worker' if paired else ''}, {what}")
+        label = f"paired-{round_}" if paired else f"{'ledger' if ledger else 'noledger'}-{round_}"
+        log = out / f"drain-case-{name}-{label}.log"
+        argv = [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks),
+                "--log-dir", str(out), "--workload", workload,
+                "--worker-cpus", ",".join(map(str, placement.workers or []))]
+        if paired:
+            argv += ["--paired", mode]
+        used = list(pair_run_ids(run_id).values()) if paired else [run_id]
+        try:
+            with progress.phase(f"[{name}] enqueue and drain, {what}"), \
+                    Stack(env, name=run_id, stop_timeout=30) as stack:
+                case = stack.start("drain-case", argv, log, cpus=placement.driver)
+                stack.wait_ready(partial(_exited, case), timeout=1200, interval=0.2,
+                                 what=f"the drain of {name} to finish (log: {log})")
+                code = case.exit_code()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the keys go; the reason it stopped is what is reported
+                _cleanup(redis, used, meta, python, env)
+            raise
+        _cleanup(redis, used, meta, python, env)
+        rows += _rows(log, name, code, python, round_)
     return rows
 
 
@@ -96,7 +128,7 @@ def _rows(log: Path, name: str, code: int | None, python: Path, round_: int) -> 
     packages: Any = versions(str(python)).get("packages", {})
     rows: list[dict[str, Any]] = printed if isinstance(printed, list) else [printed]
     for row in rows:
-        row["version"] = packages.get(name)
+        row["version"] = packages.get(name) or packages.get(backends.info(name).extra)  # saq-postgres: saq's
         row["round"] = round_
     return rows
 
@@ -179,8 +211,15 @@ def _exited(proc: Managed) -> bool:
     return not proc.alive()
 
 
-def _cleanup(servers: RunRedis, run_ids: list[str], meta: backends.BackendInfo) -> None:
+def _cleanup(servers: RunRedis, run_ids: list[str], meta: backends.BackendInfo, python: Path,
+             env: dict[str, str]) -> None:
+    """The rounds' keys, and on a broker other than Redis what the rounds made there (``taskbench purge``)."""
     import redis
+
+    if env.get("TASKBENCH_BROKER", "redis") != "redis":
+        for run_id in run_ids:
+            subprocess.run([str(python), "-m", "taskbench", "purge"], env={**env, "TASKBENCH_RUN_ID": run_id},
+                           capture_output=True, timeout=60, check=False, start_new_session=True)
 
     client = redis.Redis.from_url(servers.url)
     broker = None if servers.shared else redis.Redis.from_url(servers.broker_url)

@@ -26,10 +26,11 @@ its rounds (solo latencies; the ratio only as steady as the machine is over minu
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -37,10 +38,12 @@ from pathlib import Path
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load, run_load_together
 from taskbench.harness import progress
+from taskbench.harness.broker_servers import provide_private_broker
 from taskbench.harness.config import Placement
 from taskbench.harness.envs import ensure_env, project_root, versions
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.machine import result_header
+from taskbench.harness.phases import prepare
 from taskbench.harness.pinning import pinned
 from taskbench.harness.redis_server import provide_redis
 from taskbench.harness.runner import stamp, write_result
@@ -106,7 +109,8 @@ def server_argv(server: str, backend: str, python: Path, port: int, *, frozen: b
     and the floor ``gc.freeze()`` once their app is built)."""
     if server == "taskbench":
         return [str(python), "-m", "taskbench", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    app = "taskbench.service.baseline:create_app" if server == "ceiling" else f"taskbench.floors.{backend}:create_app"
+    floor = backends.info(backend).module.rsplit(".", 1)[1]  # saq-postgres: floors/saq_postgres.py
+    app = "taskbench.service.baseline:create_app" if server == "ceiling" else f"taskbench.floors.{floor}:create_app"
     return [str(python), "-c", (_UVICORN_FROZEN if frozen else _UVICORN).format(app=app, port=port)]
 
 
@@ -143,27 +147,30 @@ def run_overhead(config: OverheadConfig, say: Say = print) -> tuple[Result, Path
             case = OverheadCase(backend=name, placement=config.placement.to_dict(), logs=str(out / name),
                                 method="together" if config.method == "together" else "sequential")
             try:
-                for round_ in range(config.rounds):
-                    trio = order(round_)
-                    run_ids = {s: f"{run_id}-{index}-{s}-{round_}" for s in trio}
-                    label = f"[{name}] round {round_ + 1}/{config.rounds}"
-                    if config.method == "together":
-                        with progress.phase(f"{label}: {' and '.join('+'.join(p) for p in pairs(round_))}"):
-                            measured = _together(config, name, pairs(round_), pythons[name], url, run_ids, out / name)
-                    else:
-                        measured = []
-                        for server in trio:
-                            with progress.phase(f"{label}: {server}"):
-                                load, argv, cpu = _one(config, name, server, pythons[name], url, run_ids[server],
-                                                       out / name)
-                            measured.append((server, None, load, argv, cpu))
-                    for server, beside, load, argv, cpu in measured:
-                        per_request = 1e6 * cpu / load.completed if load.completed else None
-                        said = f" (beside {beside})" if beside else ""
-                        say(f"{label}: {server}{said} {load.rps:.0f} req/s, server CPU {per_request or 0:.0f} µs a "
-                            f"request, errors {sum(load.errors.values())}")
-                        case.rounds.append(OverheadRound(server=server, round=round_, beside=beside, argv=argv,
-                                                         load=load, server_cpu_s=cpu, cpu_us_per_request=per_request))
+                with _broker_of(name, out / name, config.placement, say) as broker_env:
+                    for round_ in range(config.rounds):
+                        trio = order(round_)
+                        run_ids = {s: f"{run_id}-{index}-{s}-{round_}" for s in trio}
+                        label = f"[{name}] round {round_ + 1}/{config.rounds}"
+                        if config.method == "together":
+                            with progress.phase(f"{label}: {' and '.join('+'.join(p) for p in pairs(round_))}"):
+                                measured = _together(config, name, pairs(round_), pythons[name], url, run_ids,
+                                                     out / name, broker_env)
+                        else:
+                            measured = []
+                            for server in trio:
+                                with progress.phase(f"{label}: {server}"):
+                                    load, argv, cpu = _one(config, name, server, pythons[name], url, run_ids[server],
+                                                           out / name, broker_env)
+                                measured.append((server, None, load, argv, cpu))
+                        for server, beside, load, argv, cpu in measured:
+                            per_request = 1e6 * cpu / load.completed if load.completed else None
+                            said = f" (beside {beside})" if beside else ""
+                            say(f"{label}: {server}{said} {load.rps:.0f} req/s, server CPU {per_request or 0:.0f} µs a "
+                                f"request, errors {sum(load.errors.values())}")
+                            case.rounds.append(OverheadRound(
+                                server=server, round=round_, beside=beside, argv=argv, load=load, server_cpu_s=cpu,
+                                cpu_us_per_request=per_request))
             except Exception as exc:  # one backend that cannot start costs its row, not the run
                 case.failures.append(f"{type(exc).__name__}: {exc}")
             summarize(case)
@@ -216,12 +223,14 @@ def summarize(case: OverheadCase) -> None:
 
 
 def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_url: str, run_id: str,
-         logs: Path) -> tuple[Load, list[str], float]:
+         logs: Path, broker_env: dict[str, str]) -> tuple[Load, list[str], float]:
     port = free_port()
     argv = server_argv(server, backend, python, port, frozen=config.floor_gc_freeze)
     env = {**os.environ, "TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": redis_url,
            "TASKBENCH_RUN_ID": run_id, "TASKBENCH_METRICS_DIR": str(logs / "metrics" / run_id),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", **broker_env}
+    if broker_env and server != "ceiling":
+        prepare(python, env, logs / "prepare" / run_id)
     if server == "taskbench":
         env.update(config.api_env)
     logs.mkdir(parents=True, exist_ok=True)
@@ -247,12 +256,16 @@ def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_
 
 def _together(config: OverheadConfig, backend: str, pairs_: list[tuple[OverheadServer, OverheadServer]],
               python: Path, redis_url: str, run_ids: dict[OverheadServer, str], logs: Path,
-              ) -> list[tuple[OverheadServer, OverheadServer | None, Load, list[str], float]]:
+              broker_env: dict[str, str]) -> list[tuple[OverheadServer, OverheadServer | None, Load, list[str], float]]:
     """One round of ``together``: the three servers started side by side and warmed up one by one, then
     each pair loaded at once (the third server idle meanwhile)."""
     logs.mkdir(parents=True, exist_ok=True)
     servers = list(OVERHEAD_SERVERS)
-    base = {**os.environ, "TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    base = {**os.environ, "TASKBENCH_BACKEND": backend, "TASKBENCH_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1",
+            **broker_env}
+    for server in servers:  # a PostgreSQL queue's schema, for the floor's run and the API's
+        if broker_env and server != "ceiling":
+            prepare(python, {**base, "TASKBENCH_RUN_ID": run_ids[server]}, logs / "prepare" / run_ids[server])
     ports = {server: free_port() for server in servers}
     argvs = {server: server_argv(server, backend, python, ports[server], frozen=config.floor_gc_freeze)
              for server in servers}
@@ -287,6 +300,19 @@ def _together(config: OverheadConfig, backend: str, pairs_: list[tuple[OverheadS
         for server in servers:
             _clean(redis_url, run_ids[server], backend)
     return measured
+
+
+@contextlib.contextmanager
+def _broker_of(name: str, folder: Path, placement: Placement, say: Say) -> Iterator[dict[str, str]]:
+    """The TASKBENCH_* variables of a backend whose default broker is not Redis: a private PostgreSQL for
+    its rounds (the ceiling still INCRs the run's Redis); ``{}`` for a Redis backend."""
+    broker = backends.info(name).brokers[0]
+    if broker == "redis":
+        yield {}
+        return
+    with provide_private_broker(broker, folder / "broker", cpus=placement.redis,
+                                say=lambda text: say(f"[{name}] {text}")) as server:
+        yield {"TASKBENCH_BROKER": broker, "TASKBENCH_BROKER_URL": server.url}
 
 
 def _clean(url: str, run_id: str, backend: str) -> None:
