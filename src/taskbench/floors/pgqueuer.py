@@ -48,7 +48,9 @@ def create_app() -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        async with asyncpg.create_pool(broker_url(), server_settings={"search_path": names}) as pool:
+        # the backend's pool (2 to 64 connections): asyncpg's default of 10 would queue 100 users' enqueues
+        async with asyncpg.create_pool(broker_url(), min_size=2, max_size=64,
+                                       server_settings={"search_path": names}) as pool:
             yield {"queries": Queries(AsyncpgPoolDriver(pool), qbe=QueryBuilderEnvironment(settings),
                                       qbq=QueryQueueBuilder(settings), qbs=QuerySchedulerBuilder(settings))}
 
