@@ -23,9 +23,9 @@ import psutil
 import redis
 
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
-from taskbench.harness.envs import ensure_env
-from taskbench.harness.redis_server import EmbeddedRedis
-from taskbench.harness.stack import Stack
+from taskbench.harness.brokers.redis import EmbeddedRedis
+from taskbench.harness.processes.envs import ensure_env
+from taskbench.harness.processes.stack import Stack
 from taskbench.net import free_port, healthy
 
 

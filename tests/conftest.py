@@ -14,7 +14,7 @@ import redis
 from click.testing import Result
 
 from taskbench.harness import HarnessError
-from taskbench.harness.redis_server import EmbeddedRedis, check_reachable
+from taskbench.harness.brokers.redis import EmbeddedRedis, check_reachable
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -27,7 +27,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
     from taskbench import backends
-    from taskbench.harness.envs import ensure_env
+    from taskbench.harness.processes.envs import ensure_env
 
     for extra in dict.fromkeys([*(backends.info(name).extra for name in backends.available()), "servers"]):
         ensure_env(extra)
@@ -82,8 +82,7 @@ class BrokerServers:
 
     def url(self, broker: str) -> str:
         """The broker's URL; ``missing`` when it can neither be reached nor started."""
-        from taskbench.harness.broker_servers import provide_private_broker
-        from taskbench.harness.redis_server import check_broker
+        from taskbench.harness.brokers import check_broker, provide_broker
         from taskbench.settings import DEFAULT_BROKER_URLS
 
         if broker in self.urls:
@@ -98,7 +97,7 @@ class BrokerServers:
                 if os.environ.get(f"TASKBENCH_TEST_{broker.upper()}_URL"):
                     missing(str(exc))
         try:
-            server = self._stack.enter_context(provide_private_broker(broker, self.folder / broker))
+            server = self._stack.enter_context(provide_broker(broker, self.folder / broker))
         except HarnessError as exc:
             missing(f"no {broker} server answers and none could be started: {exc}")
         self.urls[broker] = server.url
@@ -172,7 +171,7 @@ def cgroups_writable() -> str | None:
     import sys
     import uuid
 
-    from taskbench.harness.cgroups import Cgroups, Limit
+    from taskbench.harness.processes.cgroups import Cgroups, Limit
 
     probe = Cgroups(f"probe-{uuid.uuid4().hex[:8]}")
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 from click.testing import Result
 
-from taskbench.harness.stack import Stack
+from taskbench.harness.processes.stack import Stack
 from taskbench.net import free_port, healthy
 
 

@@ -200,7 +200,7 @@ def test_executed_per_second_is_the_drain_as_a_curve() -> None:
 def test_async_record_loads_its_script_on_a_redis_that_never_saw_it(tmp_path: Path) -> None:
     """EVALSHA first; on NOSCRIPT (a fresh or restarted server) the script is loaded and the record
     made once, the task's INCRBY with it."""
-    from taskbench.harness.redis_server import EmbeddedRedis
+    from taskbench.harness.brokers.redis import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path / "redis.log", name="redis-ledger-fresh")
     server.start(dict(os.environ))

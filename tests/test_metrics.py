@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from taskbench.harness.processes import ProcessSet
+from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.scrape import scrape
 from taskbench.ledger import Ledger
 from taskbench.metrics import exposition_registry, task_metrics

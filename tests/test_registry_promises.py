@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from taskbench import backends, brokers
-from taskbench.harness.recovery import promise_of, unkept_promises
+from taskbench.harness.faults.recovery import promise_of, unkept_promises
 
 
 def test_every_backend_states_its_promise_on_every_broker_it_names() -> None:

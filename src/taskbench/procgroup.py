@@ -5,7 +5,7 @@ timeout ends is asked for its threads' stacks first (:data:`DUMP_SIGNAL`, which 
 :func:`dump_stacks_on_signal`): they land at the end of its log, so a stop that had to be forced says
 where it hung. Anything else is killed at once.
 
-Neutral: the harness's :class:`~taskbench.harness.processes.ProcessSet` and the drain measurement
+Neutral: the harness's :class:`~taskbench.harness.processes.process_set.ProcessSet` and the drain measurement
 (which runs inside a backend's environment, where the harness is not imported) both use it.
 """
 

@@ -39,13 +39,13 @@ import redis
 
 from taskbench import backends
 from taskbench.brokers import BROKERS
-from taskbench.harness.envs import ensure_env
 from taskbench.harness.keys import delete_run_keys
-from taskbench.harness.processes import Managed
+from taskbench.harness.processes.envs import ensure_env
+from taskbench.harness.processes.stack import Stack as Processes
 from taskbench.harness.scrape import scrape
-from taskbench.harness.stack import Stack as Processes
 from taskbench.ledger import Ledger
 from taskbench.messages import WORKLOADS
+from taskbench.procgroup import Managed
 from taskbench.wait import wait_until
 from tests.conftest import BrokerServers
 from tests.helpers import request, served

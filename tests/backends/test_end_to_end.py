@@ -9,8 +9,8 @@ import redis
 
 from taskbench import backends
 from taskbench.driver import LoadSpec
+from taskbench.harness.commands.runner import Runner
 from taskbench.harness.config import Placement, RunConfig
-from taskbench.harness.runner import Runner
 
 pytestmark = pytest.mark.slow
 

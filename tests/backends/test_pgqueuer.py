@@ -12,7 +12,7 @@ import subprocess
 import textwrap
 
 from taskbench import backends
-from taskbench.harness.envs import ensure_env
+from taskbench.harness.processes.envs import ensure_env
 
 SCRIPT = textwrap.dedent("""
     import os

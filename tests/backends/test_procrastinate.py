@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from taskbench import backends
-from taskbench.harness.envs import ensure_env
+from taskbench.harness.processes.envs import ensure_env
 from tests.conftest import BrokerServers
 
 NAMES = textwrap.dedent("""

@@ -13,7 +13,7 @@ import textwrap
 import redis
 
 from taskbench import backends
-from taskbench.harness.envs import ensure_env
+from taskbench.harness.processes.envs import ensure_env
 
 SCRIPT = textwrap.dedent("""
     import asyncio, logging, sys

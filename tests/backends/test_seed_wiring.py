@@ -11,9 +11,9 @@ import redis
 from taskbench import backends
 from taskbench.cli._common import backend_names
 from taskbench.driver import LoadSpec
+from taskbench.harness.commands.phases import WARMUP_PREFIX
+from taskbench.harness.commands.runner import Runner
 from taskbench.harness.config import Placement, RunConfig
-from taskbench.harness.phases import WARMUP_PREFIX
-from taskbench.harness.runner import Runner
 from taskbench.ledger import Ledger
 from taskbench.results import QueueCase
 from taskbench.settings import Settings

@@ -14,9 +14,9 @@ import psutil
 import pytest
 import redis
 
-from taskbench.harness import broker_restart
-from taskbench.harness.faults import Fault
-from taskbench.harness.redis_server import EmbeddedRedis, provide_redis
+from taskbench.harness.brokers.redis import EmbeddedRedis, provide_redis
+from taskbench.harness.faults import broker_restart
+from taskbench.harness.faults.kinds import Fault
 from taskbench.results import FaultRecord
 from tests.harness.test_faults import _run
 
@@ -32,7 +32,7 @@ def broker(tmp_path: Path) -> Iterator[EmbeddedRedis]:
 def test_the_password_is_in_a_private_file_not_in_argv(broker: EmbeddedRedis) -> None:
     args = subprocess.run(["ps", "-o", "args=", "-p", str(broker.proc.pid)], capture_output=True, text=True,
                           check=True).stdout
-    assert args.strip() and broker.password not in args  # redis-server shows "redis-server 127.0.0.1:PORT"
+    assert args.strip() and broker.secret not in args  # redis-server shows "redis-server 127.0.0.1:PORT"
     assert broker.config_path.stat().st_mode & 0o777 == 0o600
     stranger = redis.Redis(host="127.0.0.1", port=broker.port)
     with pytest.raises(redis.exceptions.AuthenticationError):

@@ -19,9 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from taskbench.harness import broker_restart
-from taskbench.harness.broker_servers import PrivateBroker, needs_private_broker, private_broker
-from taskbench.harness.envs import ensure_env
+from taskbench.harness.brokers import PrivateServer, needs_private_broker, private_broker
+from taskbench.harness.faults import broker_restart
+from taskbench.harness.processes.envs import ensure_env
 from taskbench.net import listening
 from taskbench.results import FaultRecord
 from taskbench.wait import WaitTimeoutError, wait_until
@@ -45,7 +45,7 @@ def _group(pgid: int) -> list[int]:
 
 
 @pytest.fixture(params=["nats", "rabbitmq"])
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PrivateBroker]:
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PrivateServer]:
     _need({"nats": "nats-server", "rabbitmq": "rabbitmq-server"}[request.param])
     made = private_broker(request.param, tmp_path / request.param)
     made.start(dict(os.environ))
@@ -90,7 +90,7 @@ print(asyncio.run(nats_count() if kind == "nats" else rabbit_count()))
 """
 
 
-def _publish_and_count(server: PrivateBroker, publish: bool, url: str | None = None) -> int:
+def _publish_and_count(server: PrivateServer, publish: bool, url: str | None = None) -> int:
     """Messages in the test's durable queue / JetStream stream, after publishing 5 (when ``publish``)."""
     python = ensure_env("faststream")
     out = subprocess.run([str(python), "-c", _COUNT, server.kind, "5" if publish else "0"],
@@ -101,7 +101,7 @@ def _publish_and_count(server: PrivateBroker, publish: bool, url: str | None = N
     return int(out.stdout.strip())
 
 
-def test_the_secret_is_in_a_private_file_and_strangers_are_refused(server: PrivateBroker) -> None:
+def test_the_secret_is_in_a_private_file_and_strangers_are_refused(server: PrivateServer) -> None:
     args = subprocess.run(["ps", "-o", "args=", "-g", str(server.proc.pid)], capture_output=True, text=True,
                           check=False).stdout
     assert args.strip() and server.secret not in args
@@ -114,7 +114,7 @@ def test_the_secret_is_in_a_private_file_and_strangers_are_refused(server: Priva
 
 
 @pytest.mark.parametrize("kind", ["restart-broker", "restart-broker-term"])
-def test_restart_stops_the_whole_group_and_keeps_the_durable_messages(server: PrivateBroker, kind: str) -> None:
+def test_restart_stops_the_whole_group_and_keeps_the_durable_messages(server: PrivateServer, kind: str) -> None:
     assert _publish_and_count(server, publish=True) == 5
     # a queue declared a moment before a crash may not be on disk yet (seen: gone after a SIGKILL 0.3 s
     # later, kept after 1 s); the runs declare theirs seconds before any fault

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from taskbench.harness import cgroups as cgroups_module
-from taskbench.harness.cgroups import Cgroups, Limit
+from taskbench.harness.processes import cgroups as cgroups_module
+from taskbench.harness.processes.cgroups import Cgroups, Limit
 
 BUSY = "import time, resource\nt = time.time()\nwhile time.time() - t < 1: pass\n" \
        "print(resource.getrusage(resource.RUSAGE_SELF).ru_utime)"

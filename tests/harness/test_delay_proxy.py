@@ -12,10 +12,10 @@ import psutil
 import pytest
 import redis
 
-from taskbench.harness.delay_proxy import behind, target_of
-from taskbench.harness.faults import delay_of
-from taskbench.harness.processes import ProcessSet
-from taskbench.harness.redis_server import EmbeddedRedis
+from taskbench.harness.brokers.delay_proxy import behind, target_of
+from taskbench.harness.brokers.redis import EmbeddedRedis
+from taskbench.harness.faults.kinds import delay_of
+from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.net import free_port, listening
 from taskbench.wait import wait_until
 from tests.helpers import harness_cli
@@ -55,7 +55,7 @@ def test_a_round_trip_through_the_proxy_takes_twice_the_delay_more(tmp_path: Pat
     port = free_port()
     try:
         with ProcessSet(dict(os.environ), stop_timeout=5) as procs:
-            proxy = procs.start("proxy", [sys.executable, "-m", "taskbench.harness.delay_proxy", "--port", str(port),
+            proxy = procs.start("proxy", [sys.executable, "-m", "taskbench.harness.brokers.delay_proxy", "--port", str(port),
                                           "--target", f"127.0.0.1:{server.port}", "--delay-ms", "20"],
                                 tmp_path / "proxy.log")
             wait_until(lambda: listening(port), 20, what="the proxy")

@@ -22,7 +22,7 @@ import psutil
 import pytest
 import redis
 
-from taskbench.harness.redis_server import EmbeddedRedis
+from taskbench.harness.brokers.redis import EmbeddedRedis
 from tests.helpers import harness_cli
 
 LOAD = ["--model", "open", "--rate", "100", "--warmup", "10", "--users", "20"]
@@ -168,9 +168,10 @@ def test_stall_of_a_broker_the_harness_does_not_own_is_refused(out_dir: Path) ->
 
 def test_stall_of_a_server_the_harness_started_freezes_its_process(tmp_path: Path) -> None:
     # a private nats-server standing for a RabbitMQ/NATS server the harness started: SIGSTOP, then SIGCONT
-    from taskbench.harness.fault_actions import Broker, FaultContext, stall_broker
-    from taskbench.harness.faults import Fault
-    from taskbench.harness.processes import ProcessSet
+    from taskbench.harness.faults.actions import stall_broker
+    from taskbench.harness.faults.context import Broker, FaultContext
+    from taskbench.harness.faults.kinds import Fault
+    from taskbench.harness.processes.process_set import ProcessSet
     from taskbench.net import free_port
     from taskbench.results import FaultRecord
     from taskbench.wait import wait_until
@@ -268,7 +269,7 @@ def test_restart_workers_starts_a_worker_that_died_outside_the_harness_again(out
 def test_revive_starts_an_exited_process_again(tmp_path: Path) -> None:
     import sys
 
-    from taskbench.harness.processes import ProcessSet
+    from taskbench.harness.processes.process_set import ProcessSet
     from taskbench.wait import wait_until
 
     script = tmp_path / "once.py"  # exits with 3 the first time, then stays up

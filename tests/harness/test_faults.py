@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from taskbench.harness.faults import Fault
-from taskbench.harness.processes import ProcessSet
-from taskbench.harness.recovery import recovery
+from taskbench.harness.faults.kinds import Fault
+from taskbench.harness.faults.recovery import recovery
+from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.wait import wait_until
 from tests.helpers import harness_cli
 

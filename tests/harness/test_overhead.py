@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from taskbench.harness.overhead import PAIRS, order, pairs, server_argv
+from taskbench.harness.commands.overhead import PAIRS, order, pairs, server_argv
 from taskbench.results import OVERHEAD_SERVERS, OverheadCase, load
 
 pytestmark = pytest.mark.slow

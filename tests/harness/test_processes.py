@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import redis
 
-from taskbench.harness.phases import stop_failures
-from taskbench.harness.processes import ProcessSet
-from taskbench.harness.stack import STOP_MARGIN, Stack
+from taskbench.harness.commands.phases import stop_failures
+from taskbench.harness.processes.process_set import ProcessSet
+from taskbench.harness.processes.stack import STOP_MARGIN, Stack
 from taskbench.net import free_port, healthy
 from taskbench.procgroup import DUMP_SIGNAL, Managed
 from taskbench.wait import wait_until
@@ -88,7 +88,7 @@ def test_only_taskbench_components_are_asked_for_their_stacks(tmp_path: Path) ->
 
     assert managed(sys.executable, "-m", "taskbench", "worker").dumps_stacks
     assert managed(sys.executable, "-m", "taskbench", "serve", "--port", "1").dumps_stacks
-    assert not managed(sys.executable, "-m", "taskbench.harness.delay_proxy", "--port", "1").dumps_stacks
+    assert not managed(sys.executable, "-m", "taskbench.harness.brokers.delay_proxy", "--port", "1").dumps_stacks
     assert not managed(sys.executable, "-m", "taskbench", "run").dumps_stacks
     assert not managed("redis-server", "--port", "1").dumps_stacks
     told = Managed(name="x", argv=[sys.executable, "-m", "taskbench", "worker"], log_path=tmp_path / "x.log",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskbench.harness.recovery import broken_promises, promise_of, summarize
+from taskbench.harness.faults.recovery import broken_promises, promise_of, summarize
 from taskbench.results import FaultRecord, Load
 from taskbench.results.model import Second
 

@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from taskbench.harness import HarnessError
-from taskbench.harness import redis_server as rs
+from taskbench.harness.brokers import base
+from taskbench.harness.brokers import redis as rs
 from taskbench.net import free_port
 
 
@@ -44,7 +45,7 @@ def test_a_port_taken_before_the_server_bound_it_is_replaced(tmp_path: Path, mon
         taken.listen()
         busy = taken.getsockname()[1]
         ports = iter([busy, busy])  # taken twice, then a free one
-        monkeypatch.setattr(rs, "free_port", lambda: next(ports, None) or free_port())
+        monkeypatch.setattr(base, "free_port", lambda: next(ports, None) or free_port())
         server = rs.EmbeddedRedis(tmp_path / "redis.log", fsync="always")
         assert server.port == busy
         server.start(dict(os.environ))
@@ -57,7 +58,7 @@ def test_a_port_taken_before_the_server_bound_it_is_replaced(tmp_path: Path, mon
         finally:
             server.stop()
         # with every attempt's port taken, the error names the port and redis-server's own words
-        monkeypatch.setattr(rs, "free_port", lambda: busy)
+        monkeypatch.setattr(base, "free_port", lambda: busy)
         stuck = rs.EmbeddedRedis(tmp_path / "stuck" / "redis.log")
         with pytest.raises(HarnessError, match=f"(?s)did not start on port {busy}.*Address already in use"):
             stuck.start(dict(os.environ))

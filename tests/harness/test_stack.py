@@ -10,8 +10,8 @@ import psutil
 import pytest
 
 from taskbench.harness import HarnessError
-from taskbench.harness.cgroups import Limit
-from taskbench.harness.stack import Stack
+from taskbench.harness.processes.cgroups import Limit
+from taskbench.harness.processes.stack import Stack
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 BUSY = [sys.executable, "-c", "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"]

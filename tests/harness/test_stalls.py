@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import redis
 
-from taskbench.harness.phases import drain, read_ledger, warm_up
-from taskbench.harness.processes import ProcessSet
-from taskbench.harness.stalls import Patient, server_of
+from taskbench.harness.commands.phases import drain, read_ledger, warm_up
+from taskbench.harness.faults.stalls import Patient, server_of
+from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.ledger import Ledger
 
 
@@ -113,7 +113,7 @@ def test_warm_up_waits_through_redis_timeouts(client: redis.Redis, redis_url: st
                                               tmp_path: Path) -> None:
     """The real API (``background``: it runs the task itself) and its ledger; the harness's polls time out."""
     from taskbench.driver import LoadSpec, RequestTemplate
-    from taskbench.harness.envs import ensure_env
+    from taskbench.harness.processes.envs import ensure_env
     from tests.helpers import served
 
     env = {"TASKBENCH_BACKEND": "background", "TASKBENCH_REDIS_URL": redis_url,
@@ -161,7 +161,7 @@ def test_a_stalled_drain_stops_and_says_how_many_tasks_never_ran(client: redis.R
 def test_supervised_starts_an_exited_worker_again_during_the_load(tmp_path: Path) -> None:
     import sys
 
-    from taskbench.harness.phases import supervised
+    from taskbench.harness.commands.phases import supervised
     from taskbench.wait import wait_until
 
     said: list[str] = []

@@ -93,8 +93,8 @@ def test_dashboard_with_auth_refuses_strangers(backend: str, redis_url: str, run
     import urllib.error
 
     from taskbench import backends
-    from taskbench.harness.envs import ensure_env
-    from taskbench.harness.processes import ProcessSet
+    from taskbench.harness.processes.envs import ensure_env
+    from taskbench.harness.processes.process_set import ProcessSet
 
     python = str(ensure_env(backends.info(backend).extra, quiet=True))
     port = _free_block(1)
@@ -128,7 +128,7 @@ def test_up_waits_through_a_paused_redis_and_still_stops_cleanly(tmp_path: Path)
     """A private Redis SIGSTOPped 10 s: ``up`` says it waits, keeps every process, says when it answers."""
     import threading
 
-    from taskbench.harness.redis_server import EmbeddedRedis
+    from taskbench.harness.brokers.redis import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path / "redis.log")
     server.start(dict(os.environ))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from taskbench.harness.envs import ensure_env
-from taskbench.harness.processes import ProcessSet
+from taskbench.harness.processes.envs import ensure_env
+from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
 from taskbench.ledger import Ledger
 from taskbench.net import free_port

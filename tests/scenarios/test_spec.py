@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from taskbench.harness.cgroups import Limit
+from taskbench.harness.processes.cgroups import Limit
 from taskbench.scenarios import ScenarioError, load, resolve, shipped
 
 HEAD = 'name = "t"\ndescription = "d"\nkind = "queue"\n'

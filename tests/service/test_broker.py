@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from taskbench import backends
-from taskbench.harness.envs import ensure_env
-from taskbench.harness.redis_server import EmbeddedRedis
+from taskbench.harness.brokers.redis import EmbeddedRedis
+from taskbench.harness.processes.envs import ensure_env
 from taskbench.net import free_port
 from taskbench.service.broker import BrokerDownError, BrokerProbe
 from taskbench.settings import Settings
@@ -48,7 +48,7 @@ def test_durable_follows_the_broker_config_and_health_names_a_gone_broker(
             broker.stop()
             status, body = request(port, "GET", "/health")
             assert status == 503 and f"broker: Redis at 127.0.0.1:{broker.port}" in body["detail"], body
-            assert broker.password not in body["detail"]
+            assert broker.secret not in body["detail"]
     finally:
         broker.stop()
 

@@ -14,9 +14,9 @@ import pytest
 import redis
 
 from taskbench import backends
-from taskbench.harness.envs import ensure_env
-from taskbench.harness.processes import ProcessSet
-from taskbench.harness.redis_server import EmbeddedRedis
+from taskbench.harness.brokers.redis import EmbeddedRedis
+from taskbench.harness.processes.envs import ensure_env
+from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.ledger import Ledger, audit
 from taskbench.wait import wait_until
 from tests.helpers import request, served

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from taskbench.harness.runner import Runner
+    from taskbench.harness.commands.runner import Runner
     from taskbench.results import Result
     from taskbench.scenarios.run import ScenarioRunner
     from taskbench.settings import Settings

@@ -64,7 +64,7 @@ def serve(
     import uvicorn
 
     from taskbench.harness import HarnessError
-    from taskbench.harness.redis_server import check_reachable
+    from taskbench.harness.brokers.redis import check_reachable
     from taskbench.net import check_port_free
     from taskbench.service.server import HeaderDeadlineProtocol
 
@@ -112,7 +112,7 @@ def worker(
 
     prepare_component(f"worker-{os.getpid()}")  # before any library imports prometheus_client
     from taskbench.harness import HarnessError
-    from taskbench.harness.redis_server import check_reachable
+    from taskbench.harness.brokers.redis import check_reachable
     from taskbench.worker import main
 
     try:

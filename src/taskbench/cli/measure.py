@@ -28,7 +28,7 @@ def ceiling(
     """Measure the ceiling: a bare FastAPI endpoint doing one `await redis.incr`, same load as `run`."""
     from taskbench.driver import LoadSpec
     from taskbench.harness import HarnessError
-    from taskbench.harness.ceiling import measure_ceiling
+    from taskbench.harness.commands.ceiling import measure_ceiling
     from taskbench.harness.config import Placement, RunConfig
 
     interrupt_on_signals()
@@ -77,7 +77,7 @@ def drain(
 
     from taskbench import backends as registry
     from taskbench.harness import HarnessError
-    from taskbench.harness.drain import drain_placement, ledger_ratios, run_drain
+    from taskbench.harness.commands.drain import drain_placement, ledger_ratios, run_drain
 
     console = Console(stderr=True)
     show_progress(console)
@@ -185,8 +185,8 @@ def overhead(
 
     from taskbench.driver import LoadSpec
     from taskbench.harness import HarnessError
+    from taskbench.harness.commands.overhead import OverheadConfig, run_overhead
     from taskbench.harness.config import Placement
-    from taskbench.harness.overhead import OverheadConfig, run_overhead
     from taskbench.report import overhead as view
 
     if format not in ("table", "json"):

@@ -15,7 +15,7 @@ from taskbench.cli.report import publish
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from taskbench.harness.runner import Runner
+    from taskbench.harness.commands.runner import Runner
     from taskbench.results import Result
     from taskbench.scenarios.run import ScenarioRunner
 
@@ -75,9 +75,9 @@ def run(
     if profile is not None:
         fail("--profile applies to a scenario: give --scenario NAME as well")
 
+    from taskbench.harness.commands.runner import Runner
     from taskbench.harness.config import Placement, RunConfig, load_spec
-    from taskbench.harness.faults import Fault, delay_of
-    from taskbench.harness.runner import Runner
+    from taskbench.harness.faults.kinds import Fault, delay_of
     from taskbench.report.table import render
 
     console = Console(stderr=True)

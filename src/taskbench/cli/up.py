@@ -11,7 +11,7 @@ from taskbench import params
 from taskbench.cli._common import fail, interrupt_on_signals, redis_backend_names
 
 if TYPE_CHECKING:
-    from taskbench.harness.up import Stack
+    from taskbench.harness.commands.up import Stack
 
 
 def up(
@@ -33,7 +33,7 @@ def up(
     from rich.markup import escape
 
     from taskbench.harness import HarnessError
-    from taskbench.harness.up import Up, UpConfig, live_table
+    from taskbench.harness.commands.up import Up, UpConfig, live_table
 
     console = Console()
     try:

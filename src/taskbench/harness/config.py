@@ -10,8 +10,9 @@ from typing import Any
 
 from taskbench import params
 from taskbench.driver import LoadSpec
-from taskbench.harness.cgroups import Limit
-from taskbench.harness.faults import Fault
+from taskbench.harness.brokers.base import redact
+from taskbench.harness.faults.kinds import Fault
+from taskbench.harness.processes.cgroups import Limit
 from taskbench.messages import WORKLOADS
 from taskbench.settings import EnqueueMode
 
@@ -172,14 +173,3 @@ def load_spec(values: Mapping[str, Any]) -> LoadSpec:
     return LoadSpec(model=got["model"], users=got["users"], rate=got["rate"], ramp_per_s=got["ramp"],
                     pace=got["pace"], requests=got["requests"], duration=got["duration"],
                     processes=got["driver_processes"], timeout=got["timeout"])
-
-
-def redact(url: str) -> str:
-    """A URL with its password replaced by ***."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from taskbench.harness import HarnessError
-from taskbench.harness.processes import Managed
+from taskbench.procgroup import Managed
 from taskbench.wait import WaitTimeoutError, wait_until
 
 CONFIG = """\

@@ -190,7 +190,7 @@ def passed(case: CaseBase) -> bool:
     are what the case measures: a scenario's case, a run with an injected fault, or a case of an unsafe
     seed wiring (``faststream-pubsub``: its duplicates are measured, never a pass of the wiring). A fault case whose
     backend broke its promise (a loss it promises to prevent, a duplicate where it promises at most
-    once) or that never recovered is ``failed`` (harness/recovery.py, ``broken_promises``).
+    once) or that never recovered is ``failed`` (harness/faults/recovery.py, ``broken_promises``).
     """
     return case.status == "ok" or (case.status == "errors" and case.errors_expected)
 

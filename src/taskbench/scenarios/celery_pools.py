@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from taskbench.harness import HarnessError
-from taskbench.harness.cgroups import tree_cpu
-from taskbench.harness.stack import Stack
+from taskbench.harness.processes.cgroups import tree_cpu
+from taskbench.harness.processes.stack import Stack
 from taskbench.net import free_port
 from taskbench.results import CeleryCase, Summary
 from taskbench.scenarios.spec import Case

@@ -16,10 +16,10 @@ from typing import Any
 
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
-from taskbench.harness.cgroups import tree_cpu
 from taskbench.harness.config import Placement
-from taskbench.harness.pinning import pinned
-from taskbench.harness.stack import Stack
+from taskbench.harness.processes.cgroups import tree_cpu
+from taskbench.harness.processes.pinning import pinned
+from taskbench.harness.processes.stack import Stack
 from taskbench.net import free_port, healthy
 from taskbench.results import HttpCase, SeriesPoint, Summary
 from taskbench.scenarios.spec import Case

@@ -50,8 +50,8 @@ class ScenarioRunner:
         return self.out_dir / "result.json"
 
     def run(self) -> Result:
-        from taskbench.harness.envs import project_root
         from taskbench.harness.machine import result_header
+        from taskbench.harness.processes.envs import project_root
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         info = ScenarioInfo.model_validate(self.scenario.to_dict())
@@ -65,9 +65,9 @@ class ScenarioRunner:
     # -- kinds -----------------------------------------------------------------------------
 
     def _queue(self, result: Result) -> None:
-        from taskbench.harness.envs import versions
-        from taskbench.harness.redis_server import provide_redis
-        from taskbench.harness.runner import Runner
+        from taskbench.harness.brokers.redis import provide_redis
+        from taskbench.harness.commands.runner import Runner
+        from taskbench.harness.processes.envs import versions
 
         configs = [(case, queue_config(case, self.output, self.redis_url)) for case in self.cases]
         runner = Runner(configs[0][1], say=self.say, run_id=self.run_id)
@@ -89,7 +89,7 @@ class ScenarioRunner:
                 self._write(result)
 
     def _http(self, result: Result) -> None:
-        from taskbench.harness.envs import ensure_env, versions
+        from taskbench.harness.processes.envs import ensure_env, versions
         from taskbench.scenarios import http
 
         python = ensure_env("servers")
@@ -103,8 +103,8 @@ class ScenarioRunner:
             self._write(result)
 
     def _celery(self, result: Result) -> None:
-        from taskbench.harness.envs import ensure_env, versions
-        from taskbench.harness.redis_server import provide_redis
+        from taskbench.harness.brokers.redis import provide_redis
+        from taskbench.harness.processes.envs import ensure_env, versions
         from taskbench.scenarios import celery_pools
 
         python = ensure_env("celery")
@@ -140,7 +140,7 @@ class ScenarioRunner:
         return data
 
     def _write(self, result: Result) -> None:
-        from taskbench.harness.runner import write_result
+        from taskbench.harness.commands.runner import write_result
 
         write_result(self.result_path(), result)
 
@@ -178,7 +178,7 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
     """The RunConfig of a queue case: its parameters over the schema's defaults."""
     from taskbench import params
     from taskbench.harness.config import RunConfig, load_spec
-    from taskbench.harness.faults import Fault
+    from taskbench.harness.faults.kinds import Fault
 
     p = {**params.defaults("queue"), **case.params}
     return RunConfig(

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from taskbench import params as schema
-from taskbench.harness.cgroups import Limit
+from taskbench.harness.processes.cgroups import Limit
 
 KINDS = schema.KINDS
 COMPONENTS = {"queue": ("api", "workers"), "http": ("server",), "celery": ("workers",)}
@@ -355,7 +355,7 @@ class _Builder:
             except ValueError as exc:
                 raise self.fail(str(exc), table, line_key, nth) from None
         if key == "fault":
-            from taskbench.harness.faults import Fault
+            from taskbench.harness.faults.kinds import Fault
 
             try:
                 Fault.parse(value)

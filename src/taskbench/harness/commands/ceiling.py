@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 from taskbench.driver import RequestTemplate, run_load
+from taskbench.harness.brokers.redis import provide_redis
 from taskbench.harness.config import RunConfig
-from taskbench.harness.pinning import pinned
-from taskbench.harness.redis_server import provide_redis
-from taskbench.harness.stack import Stack
+from taskbench.harness.processes.pinning import pinned
+from taskbench.harness.processes.stack import Stack
 from taskbench.net import free_port, healthy
 from taskbench.results import Load
 

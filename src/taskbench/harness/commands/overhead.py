@@ -38,16 +38,16 @@ from pathlib import Path
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load, run_load_together
 from taskbench.harness import progress
-from taskbench.harness.broker_servers import provide_private_broker
+from taskbench.harness.brokers import provide_broker
+from taskbench.harness.brokers.redis import provide_redis
+from taskbench.harness.commands.phases import prepare
+from taskbench.harness.commands.runner import stamp, write_result
 from taskbench.harness.config import Placement
-from taskbench.harness.envs import ensure_env, project_root, versions
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.machine import result_header
-from taskbench.harness.phases import prepare
-from taskbench.harness.pinning import pinned
-from taskbench.harness.redis_server import provide_redis
-from taskbench.harness.runner import stamp, write_result
-from taskbench.harness.stack import Stack
+from taskbench.harness.processes.envs import ensure_env, project_root, versions
+from taskbench.harness.processes.pinning import pinned
+from taskbench.harness.processes.stack import Stack
 from taskbench.net import free_port, healthy
 from taskbench.procgroup import tree_cpu_seconds
 from taskbench.results import OVERHEAD_SERVERS, Load, OverheadCase, OverheadRound, Result, Summary
@@ -310,8 +310,8 @@ def _broker_of(name: str, folder: Path, placement: Placement, say: Say) -> Itera
     if broker == "redis":
         yield {}
         return
-    with provide_private_broker(broker, folder / "broker", cpus=placement.redis,
-                                say=lambda text: say(f"[{name}] {text}")) as server:
+    with provide_broker(broker, folder / "broker", cpus=placement.redis,
+                        say=lambda text: say(f"[{name}] {text}")) as server:
         yield {"TASKBENCH_BROKER": broker, "TASKBENCH_BROKER_URL": server.url}
 
 

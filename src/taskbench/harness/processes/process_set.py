@@ -12,7 +12,7 @@ from typing import Self
 
 from taskbench.procgroup import Managed
 
-__all__ = ["Managed", "ProcessSet"]
+__all__ = ["ProcessSet"]
 
 
 @contextlib.contextmanager

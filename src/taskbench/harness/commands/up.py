@@ -12,16 +12,16 @@ from typing import Any
 
 from taskbench import backends, params
 from taskbench.harness import HarnessError
-from taskbench.harness.envs import ensure_env
+from taskbench.harness.brokers.redis import RunRedis, provide_redis
+from taskbench.harness.faults.stalls import Patient, redis_client, redis_errors, server_of
 from taskbench.harness.keys import delete_run_keys
-from taskbench.harness.processes import Managed
+from taskbench.harness.processes.envs import ensure_env
+from taskbench.harness.processes.stack import Stack as Processes
 from taskbench.harness.prometheus import Prometheus, Target, find_prometheus
-from taskbench.harness.redis_server import RunRedis, provide_redis
 from taskbench.harness.scrape import scrape
-from taskbench.harness.stack import Stack as Processes
-from taskbench.harness.stalls import Patient, redis_client, redis_errors, server_of
 from taskbench.net import check_port_free, healthy
 from taskbench.params import settings_env
+from taskbench.procgroup import Managed
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 #: how long the live loop's Redis calls wait for an answer (it refreshes every second)

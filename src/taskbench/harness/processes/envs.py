@@ -27,7 +27,7 @@ _VERSIONS = (
 
 def project_root() -> Path | None:
     """The checkout this package runs from, if it is one (pyproject.toml and uv.lock beside src/)."""
-    root = Path(__file__).resolve().parents[3]
+    root = Path(__file__).resolve().parents[4]
     if (root / "pyproject.toml").is_file() and (root / "uv.lock").is_file():
         return root
     return None

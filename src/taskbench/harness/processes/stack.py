@@ -29,8 +29,9 @@ from types import TracebackType
 from typing import Self
 
 from taskbench.harness import HarnessError
-from taskbench.harness.cgroups import Cgroups, Limit, tree_cpu
-from taskbench.harness.processes import Managed, ProcessSet
+from taskbench.harness.processes.cgroups import Cgroups, Limit, tree_cpu
+from taskbench.harness.processes.process_set import ProcessSet
+from taskbench.procgroup import Managed
 from taskbench.results import LimitRecord, LimitStats
 from taskbench.wait import WaitTimeoutError, wait_until
 

@@ -15,13 +15,13 @@ from typing import Any
 
 from taskbench import backends
 from taskbench.harness import HarnessError, progress
-from taskbench.harness.broker_servers import provide_private_broker
+from taskbench.harness.brokers import provide_broker
+from taskbench.harness.brokers.redis import RunRedis, provide_redis
 from taskbench.harness.config import Placement
-from taskbench.harness.envs import ensure_env, versions
 from taskbench.harness.keys import delete_run_keys
-from taskbench.harness.processes import Managed
-from taskbench.harness.redis_server import RunRedis, provide_redis
-from taskbench.harness.stack import Stack
+from taskbench.harness.processes.envs import ensure_env, versions
+from taskbench.harness.processes.stack import Stack
+from taskbench.procgroup import Managed
 
 
 def run_drain(
@@ -69,8 +69,8 @@ def _broker_of(name: str, meta: backends.BackendInfo, out: Path, placement: Plac
         return
     if broker != "postgres":
         raise HarnessError(f"taskbench drain runs {name} on {broker}, which it cannot start")
-    with provide_private_broker(broker, out / f"broker-{name}", cpus=placement.redis,
-                                say=lambda text: say(f"[{name}] {text}")) as server:
+    with provide_broker(broker, out / f"broker-{name}", cpus=placement.redis,
+                        say=lambda text: say(f"[{name}] {text}")) as server:
         yield {"TASKBENCH_BROKER": broker, "TASKBENCH_BROKER_URL": server.url}
 
 

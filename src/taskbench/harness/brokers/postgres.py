@@ -1,0 +1,199 @@
+"""A private PostgreSQL for one run: every PostgreSQL broker without ``--broker-url`` (it is embedded,
+as Redis is), and the checks of a PostgreSQL broker (a login; its fsync/synchronous_commit)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+from pathlib import Path
+
+from taskbench import brokers, durability
+from taskbench.durability import Durability
+from taskbench.harness import HarnessError
+from taskbench.harness.brokers.base import PrivateServer, write_secret
+from taskbench.wait import WaitTimeoutError, wait_until
+
+__all__ = ["POSTGRES_DURABILITY", "PrivatePostgres", "check_postgres", "postgres_durability"]
+
+#: the PostgreSQL settings of ``--postgres-durability``: (fsync, synchronous_commit) of the private server
+POSTGRES_DURABILITY = {
+    "fsync": ("on", "on"),  # PostgreSQL's defaults: a commit returns once its WAL is flushed
+    "async-commit": ("on", "off"),  # a crash may lose the last commits (up to 3 × wal_writer_delay)
+    "none": ("off", "off"),  # nothing is flushed: a crash may lose or corrupt anything
+}
+
+
+def check_postgres(url: str, timeout: float = 3.0) -> None:
+    """A login to a PostgreSQL server; its refusal (password, database, not running) in one line."""
+    import psycopg
+
+    where = brokers.describe("postgres", url)
+    try:
+        psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise HarnessError(f"cannot use {where}: {first}") from None
+
+
+def postgres_durability(url: str) -> Durability:
+    """What the broker PostgreSQL is configured to keep across its crash, as it reports it."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            fsync = (conn.execute("SHOW fsync").fetchone() or [None])[0]
+            commit = (conn.execute("SHOW synchronous_commit").fetchone() or [None])[0]
+    except psycopg.Error:
+        return durability.of_postgres(None, None)
+    return durability.of_postgres(fsync, commit)
+
+
+def _pg_binaries() -> tuple[str, str] | None:
+    """``initdb`` and ``postgres``: on PATH, else the newest of Debian's /usr/lib/postgresql/*/bin."""
+    initdb, postgres = shutil.which("initdb"), shutil.which("postgres")
+    if initdb and postgres:
+        return initdb, postgres
+    for folder in sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: _version(p.parent.name),
+                         reverse=True):
+        if (folder / "initdb").exists() and (folder / "postgres").exists():
+            return str(folder / "initdb"), str(folder / "postgres")
+    return None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def _server_user() -> str | None:
+    """PostgreSQL refuses to run as root: a harness running as root starts it as ``postgres`` (Debian's
+    package makes that user) or ``nobody``; None when not root."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            pwd.getpwnam(name)
+            return name
+    raise HarnessError("PostgreSQL refuses to run as root and this machine has no postgres or nobody user")
+
+
+class PrivatePostgres(PrivateServer):
+    """A private PostgreSQL: ``initdb`` a cluster in a folder of its own, ``postgres`` on 127.0.0.1 and a
+    free port, a user ``taskbench`` with a random password (scram-sha-256; the password reaches initdb
+    in a file of mode 0600, never argv), no Unix socket, ``fsync``/``synchronous_commit`` from
+    ``--postgres-durability``. Its log is in the run's folder; its data folder is a private temporary
+    one (a harness running as root hands it to the ``postgres`` user, who could not enter a root-only
+    pytest or run folder), kept across a restart and deleted at the stop."""
+
+    kind = "postgres"
+    program = "postgres"
+    # SIGTERM is PostgreSQL's "smart" shutdown, which waits for every client to leave; SIGINT ("fast")
+    # ends their sessions and checkpoints: the workers are stopped by then anyway
+    stop_signal = signal.SIGINT
+
+    def __init__(self, folder: Path, cpus: list[int] | None = None, durability: str = "fsync") -> None:
+        if durability not in POSTGRES_DURABILITY:
+            raise HarnessError(f"unknown PostgreSQL durability {durability!r}; known: "
+                               f"{', '.join(POSTGRES_DURABILITY)}")
+        self.durability = durability
+        self.user_name = "taskbench"
+        self.run_as = _server_user()
+        import tempfile
+
+        self.data_root = Path(tempfile.mkdtemp(prefix="taskbench-pg-"))
+        self.data = self.data_root / "data"
+        super().__init__(folder, cpus)
+
+    @property
+    def persistence(self) -> str:
+        fsync, commit = POSTGRES_DURABILITY[self.durability]
+        return f"fsync {fsync}, synchronous_commit {commit}"
+
+    @classmethod
+    def binaries(cls) -> tuple[str, str]:
+        """``initdb`` and ``postgres``; a HarnessError when PostgreSQL is not installed."""
+        found = _pg_binaries()
+        if found is None:
+            raise HarnessError("PostgreSQL is not installed (no initdb/postgres on PATH or in /usr/lib/postgresql): "
+                               "install it (Debian: apt-get install postgresql) or pass --broker-url "
+                               "postgresql://USER:PASSWORD@HOST:PORT/DB")
+        return found
+
+    @classmethod
+    def locate(cls) -> str:
+        return cls.binaries()[1]
+
+    def find(self) -> str:
+        self.initdb_binary, binary = self.binaries()
+        return binary
+
+    def _chown(self, path: Path) -> None:
+        if self.run_as is not None:
+            import pwd
+
+            entry = pwd.getpwnam(self.run_as)
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+
+    def configure(self) -> None:
+        """``initdb`` the cluster and append the run's settings to its postgresql.conf."""
+        import subprocess
+
+        self._chown(self.data_root)
+        pwfile = self.data_root / "pwfile"
+        write_secret(pwfile, self.secret + "\n")
+        self._chown(pwfile)
+        try:
+            out = subprocess.run(
+                [self.initdb_binary, "-D", str(self.data), "-U", self.user_name, f"--pwfile={pwfile}",
+                 "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"],
+                capture_output=True, text=True, check=False, timeout=120, user=self.run_as,
+                start_new_session=True, env={**os.environ, "LC_ALL": "C"},
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if out.returncode != 0:
+            raise HarnessError(f"initdb ({self.initdb_binary}) failed for the private PostgreSQL: "
+                               f"{(out.stderr or out.stdout).strip()[-600:]}")
+        fsync, commit = POSTGRES_DURABILITY[self.durability]
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write("\n".join([
+                "# taskbench: a private server for one run",
+                "listen_addresses = '127.0.0.1'", f"port = {self.port}", "unix_socket_directories = ''",
+                f"fsync = {fsync}", f"synchronous_commit = {commit}", "full_page_writes = on",
+                "max_connections = 400", "logging_collector = off",
+            ]) + "\n")
+
+    def argv(self) -> list[str]:
+        return [self.binary, "-D", str(self.data)]
+
+    def accepts(self) -> bool:
+        """Whether it accepts a login: listening is not enough ("the database system is starting up")."""
+        import psycopg
+
+        try:
+            psycopg.connect(self.url, connect_timeout=2).close()
+        except psycopg.Error:
+            return False
+        return True
+
+    def start(self, env: dict[str, str], timeout: float = 60.0) -> None:
+        super().start(env, timeout)
+        try:
+            wait_until(self.accepts, timeout, interval=0.1,
+                       what=f"the private PostgreSQL on {self.address} to accept",
+                       abort=lambda: None if self.proc.alive() else "postgres exited")
+        except WaitTimeoutError:
+            self.proc.stop(timeout=5.0)
+            raise HarnessError(f"the private PostgreSQL ({self.binary}) did not accept connections on "
+                               f"{self.address}; its log ({self.log_path}) ends:\n{self.proc.tail(8)}") from None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://{self.user_name}:{self.secret}@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        super().stop()
+        shutil.rmtree(self.data_root, ignore_errors=True)
