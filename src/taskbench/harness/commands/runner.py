@@ -95,10 +95,10 @@ class Runner:
             result.redis = redis.info
             try:
                 for broker in dict.fromkeys(brokers.values()):  # every broker checked before any case starts
-                    self.config = replace(cfg, broker=broker)
+                    self.config = on_broker(cfg, broker)
                     self._check_broker(redis)
                 for index, name in enumerate(cfg.backends):
-                    self.config = replace(cfg, broker=brokers[name])
+                    self.config = on_broker(cfg, brokers[name])
                     result.cases.append(self.run_case(index, name, pythons[name], redis))
                     write_result(self.result_path(), result)
             finally:
@@ -415,6 +415,11 @@ class Runner:
                     f"pid {new.pid} (--restart-workers)")
 
         return revive
+
+
+def on_broker(cfg: RunConfig, broker: str) -> RunConfig:
+    """A run's config for its cases on ``broker``: that broker, and the backends that run there."""
+    return replace(cfg, broker=broker, backends=tuple(n for n, b in cfg.brokers.items() if b == broker))
 
 
 def redelivery_bound(task_timeout: float) -> float:
