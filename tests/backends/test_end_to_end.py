@@ -80,3 +80,55 @@ def test_two_competing_arq_workers_run_each_task_once(redis_url: str, out_dir: P
     result = _run(redis_url, out_dir, backends=("arq",), workers=2,
                   load=LoadSpec(users=20, requests=500))
     _check_clean(result["cases"][0], 500, redis_url)
+
+
+def _postgres_left(folder_prefix: str = "taskbench-pg-") -> tuple[list[int], list[str]]:
+    """postgres processes the harness started (their data folders are ``taskbench-pg-*``), and such folders."""
+    import tempfile
+
+    import psutil
+
+    procs = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmdline = " ".join(proc.info.get("cmdline") or [])
+        if proc.info.get("name") == "postgres" and folder_prefix in cmdline:
+            procs.append(proc.pid)
+    folders = [p.name for p in Path(tempfile.gettempdir()).glob(f"{folder_prefix}*")]
+    return procs, folders
+
+
+def test_a_redis_and_a_postgresql_backend_each_on_its_own_broker(redis_url: str, out_dir: Path) -> None:
+    """No --broker: arq on Redis, pgqueuer on a private PostgreSQL the harness starts and removes."""
+    before = _postgres_left()
+    result = _run(redis_url, out_dir, backends=("arq", "pgqueuer"))
+    cases = {c["backend"]: c for c in result["cases"]}
+    assert (cases["arq"]["broker"], cases["pgqueuer"]["broker"]) == ("redis", "postgres")
+    for case in cases.values():
+        _check_clean(case, 300, redis_url)
+    pg = cases["pgqueuer"]
+    assert pg["durable"] is True, pg["durability"]
+    assert "fsync on, synchronous_commit on" in pg["durability"]
+    assert pg["cleanup"]["purge"] == "ok"
+    # the private server is gone, its data folder too; its log stays with the case's
+    assert _postgres_left() == before
+    assert (Path(pg["logs"]) / "broker" / "postgres-broker.log").exists() or any(
+        Path(pg["logs"], "broker").glob("*.log"))
+
+
+def test_a_postgresql_restart_is_judged_by_the_registry_promise(redis_url: str, out_dir: Path) -> None:
+    """restart-broker@1 on saq-postgres: the private PostgreSQL is SIGKILLed and started again on its data;
+    an at-least-once backend on fsynced commits keeps every accepted task (duplicates are figures)."""
+    from taskbench.harness.faults.kinds import Fault
+
+    result = _run(redis_url, out_dir, backends=("saq-postgres",), fault=Fault.parse("restart-broker@1"),
+                  load=LoadSpec(users=20, rate=None, duration=3.0, requests=5000), task_timeout=5.0,
+                  restart_workers=True)
+    case = result["cases"][0]
+    fault = case["fault"]
+    assert fault["injected"], fault
+    assert fault["promise"]["keeps_accepted"] and not fault["promise"]["no_duplicates"]
+    assert "at-least-once" in fault["promise"]["text"]
+    restart = fault["broker_restart"]
+    assert restart and restart["new_pid"] != restart["old_pid"], restart
+    assert case["summary"]["lost"] == 0, case["summary"]
+    assert case["status"] in ("ok", "errors"), case["failures"]

@@ -1,0 +1,38 @@
+"""Which broker each backend's case runs on: ``--broker`` for all, else each backend's own default."""
+
+from __future__ import annotations
+
+import pytest
+
+from taskbench.cli._common import backend_names, redis_backend_names
+from taskbench.harness.commands.runner import on_broker
+from taskbench.harness.config import RunConfig
+
+
+def test_without_broker_each_backend_runs_on_its_default() -> None:
+    cfg = RunConfig(backends=("arq", "pgqueuer", "faststream"))
+    assert cfg.brokers == {"arq": "redis", "pgqueuer": "postgres", "faststream": "redis"}
+    assert on_broker(cfg, "postgres").backends == ("pgqueuer",)
+    assert on_broker(cfg, "redis").backends == ("arq", "faststream")
+    assert on_broker(cfg, "redis").broker == "redis"
+
+
+def test_a_broker_for_all_must_suit_every_backend() -> None:
+    assert RunConfig(backends=("faststream",), broker="nats").brokers == {"faststream": "nats"}
+    with pytest.raises(ValueError, match="'pgqueuer' does not run on 'redis'"):
+        RunConfig(backends=("arq", "pgqueuer"), broker="redis")
+    with pytest.raises(ValueError, match="--broker-url names one broker"):
+        RunConfig(backends=("arq", "pgqueuer"), broker_url="redis://127.0.0.1:1/0")
+
+
+def test_all_is_every_backend_or_those_of_a_broker() -> None:
+    everything = backend_names("all")
+    assert {"arq", "procrastinate", "pgqueuer", "saq-postgres"} <= set(everything)
+    assert set(backend_names("all", "postgres")) == {"procrastinate", "pgqueuer", "saq-postgres"}
+    assert "pgqueuer" not in backend_names("all", "redis")
+
+
+def test_a_redis_only_command_names_the_backend_it_cannot_run() -> None:
+    assert "saq-postgres" not in redis_backend_names("all", "up")
+    with pytest.raises(ValueError, match="taskbench up runs its backends on Redis; saq-postgres runs on postgres"):
+        redis_backend_names("arq,saq-postgres", "up")
