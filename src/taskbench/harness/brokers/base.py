@@ -188,5 +188,11 @@ class PrivateServer:
         self.restarts.append((old.pid, self.proc.pid))
         return self.proc.pid
 
+    def members(self) -> list[int]:
+        """The server's processes, the leader first: its process group (a server whose children leave the
+        group, as PostgreSQL's do, names them itself). A stall freezes all of them, a crash kills all."""
+        pid = self.proc.pid
+        return [pid, *(p for p in group_members(pid) if p != pid)]
+
     def stop(self) -> None:
         self.proc.stop(timeout=self.stop_timeout, first=self.stop_signal)

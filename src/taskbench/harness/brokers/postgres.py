@@ -194,6 +194,51 @@ class PrivatePostgres(PrivateServer):
     def url(self) -> str:
         return f"postgresql://{self.user_name}:{self.secret}@127.0.0.1:{self.port}/postgres"
 
+    def members(self) -> list[int]:
+        """The postmaster and every process it forked: PostgreSQL's children call setsid() and leave the
+        postmaster's process group, so a signal to the group reaches the postmaster alone."""
+        import psutil
+
+        pid = self.proc.pid
+        try:
+            return [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+        except psutil.Error:
+            return [pid]
+
+    def kill(self, sig: signal.Signals = signal.SIGKILL, timeout: float = 30.0) -> tuple[int, int | None]:
+        """SIGKILL: a crash of the whole server, the postmaster and its children at once (the group reaches
+        only the postmaster; its children would otherwise live on until they noticed it gone). SIGTERM: a
+        clean ("smart") shutdown, which the postmaster does."""
+        children = self.members()[1:] if sig == signal.SIGKILL else []
+        for child in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+        pid, code = super().kill(sig, timeout)
+        self._reap(children)
+        return pid, code
+
     def stop(self) -> None:
-        super().stop()
+        children = self.members()[1:]
+        super().stop()  # SIGINT: a fast shutdown, the postmaster ends its children
+        for child in children:  # any left after a forced stop
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+        self._reap(children)
         shutil.rmtree(self.data_root, ignore_errors=True)
+
+    @staticmethod
+    def _reap(pids: list[int], timeout: float = 10.0) -> None:
+        """Wait until ``pids`` are gone (they are the postmaster's children, not ours: no wait() to reap)."""
+        with contextlib.suppress(WaitTimeoutError):
+            wait_until(lambda: not any(_exists(p) for p in pids), timeout, interval=0.02,
+                       what="the PostgreSQL children to exit")
+
+
+def _exists(pid: int) -> bool:
+    """A process that runs (a zombie has exited: its parent reaps it)."""
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False

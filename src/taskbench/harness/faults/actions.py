@@ -164,8 +164,44 @@ def stall_broker(ctx: FaultContext) -> None:
         return
     proc = broker.owned()
     assert proc is not None
-    with _group_stopped(proc.pid, record, f"the {broker.kind} server"):
+    members = broker.server.members() if broker.server is not None else [proc.pid]
+    with _processes_stopped(members, record, f"the {broker.kind} server"):
         ctx.sleep_until((record.at or time.time()) + duration)
+
+
+@contextlib.contextmanager
+def _processes_stopped(pids: list[int], record: FaultRecord, name: str) -> Iterator[None]:
+    """SIGSTOP every process of a server (its leader first), SIGCONT them all at the end."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    at = time.time()
+    record.proof.append(_stopped_count(pids, name))
+    record.injected, record.at = True, at
+    try:
+        yield
+    finally:
+        for pid in reversed(pids):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        record.ended = time.time()
+        record.proof.append(f"{name} ({len(pids)} process(es), pid {pids[0]} first) continued (SIGCONT) after "
+                            f"{record.ended - (record.at or record.ended):.2f} s")
+
+
+def _stopped_count(pids: list[int], name: str) -> str:
+    """How many of ``pids`` the kernel shows as stopped (waits up to 1 s for all)."""
+    def stopped() -> int:
+        count = 0
+        for pid in pids:
+            with contextlib.suppress(psutil.Error):
+                count += psutil.Process(pid).status() == psutil.STATUS_STOPPED
+        return count
+
+    with contextlib.suppress(WaitTimeoutError):
+        wait_until(lambda: stopped() == len(pids), 1.0, interval=0.01, what="the server stopped")
+    return (f"{name} (pid {pids[0]} and {len(pids) - 1} other(s)): {stopped()} of {len(pids)} process(es) "
+            "in state stopped")
 
 
 def _pause_redis(url: str, duration: float, record: FaultRecord) -> None:
