@@ -33,7 +33,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from redis import asyncio as aioredis
-from saq import Worker
+from saq import Queue, Worker
 from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
 
@@ -219,6 +219,35 @@ class _Worker(Worker):  # type: ignore[misc,unused-ignore]
         return [asyncio.create_task(loop) for loop in loops]
 
 
+async def work(queue: Queue, ctx: WorkerContext) -> None:
+    """A SAQ worker on ``queue`` (Redis's or PostgreSQL's) until SIGTERM/SIGINT: the backend's one
+    function, ``--concurrency`` slots, the sweep every ``task_timeout / 4`` s, the stop's grace."""
+    settings = ctx.settings
+    execute = ctx.execute
+
+    async def run(_: dict[str, Any], *, payload: dict[str, Any]) -> None:
+        await execute(TaskMessage.from_dict(payload))
+
+    async def startup(_: dict[str, Any]) -> None:
+        await ctx.ready()
+
+    worker = _Worker(
+        queue,
+        functions=[(FUNCTION, run)],
+        concurrency=settings.concurrency,
+        startup=startup,
+        timers={"sweep": sweep_interval(settings)},
+        dequeue_timeout=DEQUEUE_TIMEOUT,
+        shutdown_grace_period_s=settings.shutdown_timeout,
+        cancellation_hard_deadline_s=1.0,
+    )
+    await queue.connect()
+    try:
+        await worker.start()  # returns after SIGTERM/SIGINT, once stopped
+    finally:
+        await queue.disconnect()
+
+
 class _Producer:
     def __init__(self, queue: _Queue, settings: Settings) -> None:
         self._queue = queue
@@ -265,30 +294,7 @@ class SaqBackend:
     async def run_worker(self, ctx: WorkerContext) -> None:
         settings = ctx.settings
         # each slot holds a connection while it blocks in BLMOVE, plus room for job updates
-        queue = _queue(settings, settings.concurrency + settings.redis_max_connections, worker=True)
-        execute = ctx.execute
-
-        async def run(_: dict[str, Any], *, payload: dict[str, Any]) -> None:
-            await execute(TaskMessage.from_dict(payload))
-
-        async def startup(_: dict[str, Any]) -> None:
-            await ctx.ready()
-
-        worker = _Worker(
-            queue,
-            functions=[(FUNCTION, run)],
-            concurrency=settings.concurrency,
-            startup=startup,
-            timers={"sweep": sweep_interval(settings)},
-            dequeue_timeout=DEQUEUE_TIMEOUT,
-            shutdown_grace_period_s=settings.shutdown_timeout,
-            cancellation_hard_deadline_s=1.0,
-        )
-        await queue.connect()
-        try:
-            await worker.start()  # returns after SIGTERM/SIGINT, once stopped
-        finally:
-            await queue.disconnect()
+        await work(_queue(settings, settings.concurrency + settings.redis_max_connections, worker=True), ctx)
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
         # the list BLMOVE takes job ids from: queued, not yet started

@@ -38,7 +38,7 @@ from saq.queue.postgres import PostgresQueue
 
 from taskbench.backends import _postgres
 from taskbench.backends.base import DuplicateTask, ServiceContext, WorkerContext
-from taskbench.backends.saq import DEQUEUE_TIMEOUT, FUNCTION, RETRIES, _seconds, _Worker, job_key, sweep_interval
+from taskbench.backends.saq import FUNCTION, RETRIES, _seconds, job_key, work
 from taskbench.messages import TaskMessage
 
 if TYPE_CHECKING:
@@ -112,32 +112,8 @@ class SaqPostgresBackend:
             await queue.disconnect()
 
     async def run_worker(self, ctx: WorkerContext) -> None:
-        settings = ctx.settings
         # the LISTEN connection, the dequeue, job updates and the upkeep loops: a few per slot at most
-        queue = _queue(settings, settings.concurrency + 8)
-        execute = ctx.execute
-
-        async def run(_: dict[str, Any], *, payload: dict[str, Any]) -> None:
-            await execute(TaskMessage.from_dict(payload))
-
-        async def startup(_: dict[str, Any]) -> None:
-            await ctx.ready()
-
-        worker = _Worker(
-            queue,
-            functions=[(FUNCTION, run)],
-            concurrency=settings.concurrency,
-            startup=startup,
-            timers={"sweep": sweep_interval(settings)},
-            dequeue_timeout=DEQUEUE_TIMEOUT,
-            shutdown_grace_period_s=settings.shutdown_timeout,
-            cancellation_hard_deadline_s=1.0,
-        )
-        await queue.connect()
-        try:
-            await worker.start()  # returns after SIGTERM/SIGINT, once stopped
-        finally:
-            await queue.disconnect()
+        await work(_queue(ctx.settings, ctx.settings.concurrency + 8), ctx)
 
     async def purge(self, settings: Settings) -> None:
         await _postgres.drop_schema(settings)

@@ -101,10 +101,6 @@ class PrivatePostgres(PrivateServer):
         self.durability = durability
         self.user_name = "taskbench"
         self.run_as = _server_user()
-        import tempfile
-
-        self.data_root = Path(tempfile.mkdtemp(prefix="taskbench-pg-"))
-        self.data = self.data_root / "data"
         super().__init__(folder, cpus)
 
     @property
@@ -138,9 +134,13 @@ class PrivatePostgres(PrivateServer):
             os.chown(path, entry.pw_uid, entry.pw_gid)
 
     def configure(self) -> None:
-        """``initdb`` the cluster and append the run's settings to its postgresql.conf."""
+        """``initdb`` the cluster, in a new folder named after the server's port, and append the run's
+        settings to its postgresql.conf."""
         import subprocess
+        import tempfile
 
+        self.data_root = Path(tempfile.mkdtemp(prefix=f"taskbench-pg-{self.port}-"))
+        self.data = self.data_root / "data"
         self._chown(self.data_root)
         pwfile = self.data_root / "pwfile"
         write_secret(pwfile, self.secret + "\n")

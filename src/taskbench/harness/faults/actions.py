@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psutil
 
@@ -93,40 +93,62 @@ def pause_worker(ctx: FaultContext) -> None:
 
 @contextlib.contextmanager
 def _group_stopped(pgid: int, record: FaultRecord, name: str) -> Iterator[None]:
-    os.killpg(pgid, signal.SIGSTOP)
+    """SIGSTOP a process group (a worker and its pool children), SIGCONT it at the end."""
+    members: list[int] = []
+    with contextlib.suppress(psutil.Error):
+        leader = psutil.Process(pgid)
+        members = [p.pid for p in [leader, *leader.children(recursive=True)] if _pgid(p) == pgid]
+
+    def send(sig: signal.Signals) -> None:
+        os.killpg(pgid, sig)
+
+    with _frozen(members, send, record, f"{name} (process group {pgid})"):
+        yield
+
+
+@contextlib.contextmanager
+def _processes_stopped(pids: list[int], record: FaultRecord, name: str) -> Iterator[None]:
+    """SIGSTOP every process of a server, its leader first (PostgreSQL's children are not in its group),
+    SIGCONT them all at the end, the leader last."""
+    def send(sig: signal.Signals) -> None:
+        for pid in pids if sig == signal.SIGSTOP else reversed(pids):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    with _frozen(pids, send, record, f"{name} (pid {pids[0]} and {len(pids) - 1} other(s))"):
+        yield
+
+
+@contextlib.contextmanager
+def _frozen(pids: list[int], send: Callable[[signal.Signals], None], record: FaultRecord,
+            name: str) -> Iterator[None]:
+    """``send`` SIGSTOP, the fault is injected once the kernel shows ``pids`` stopped (a signal is delivered
+    asynchronously: on a busy machine a look right after kill() can still see "running"), then SIGCONT."""
+    send(signal.SIGSTOP)
     at = time.time()
-    # injected once the kernel shows the group stopped (a signal is delivered asynchronously: on a busy
-    # machine a look right after kill() can still see "running")
-    record.proof.append(_stopped_proof(pgid, name))
+    record.proof.append(f"{name}: {_count_stopped(pids)} of {len(pids)} process(es) in state stopped")
     record.injected, record.at = True, at
     try:
         yield
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGCONT)
+            send(signal.SIGCONT)
         record.ended = time.time()
-        record.proof.append(f"{name} (process group {pgid}) continued (SIGCONT) after "
-                            f"{record.ended - (record.at or record.ended):.2f} s")
+        record.proof.append(f"{name} continued (SIGCONT) after {record.ended - (record.at or record.ended):.2f} s")
 
 
-def _stopped_proof(pgid: int, name: str) -> str:
-    """How many of the group's processes the kernel shows as stopped (waits up to 1 s for all)."""
-    members: list[psutil.Process] = []
-    with contextlib.suppress(psutil.Error):
-        leader = psutil.Process(pgid)
-        members = [leader, *leader.children(recursive=True)]
-    members = [p for p in members if _pgid(p) == pgid]
-
+def _count_stopped(pids: list[int]) -> int:
+    """How many of ``pids`` the kernel shows as stopped (waits up to 1 s for all)."""
     def stopped() -> int:
         count = 0
-        for p in members:
+        for pid in pids:
             with contextlib.suppress(psutil.Error):
-                count += p.status() == psutil.STATUS_STOPPED
+                count += psutil.Process(pid).status() == psutil.STATUS_STOPPED
         return count
 
     with contextlib.suppress(WaitTimeoutError):
-        wait_until(lambda: stopped() == len(members), 1.0, interval=0.01, what="the group stopped")
-    return f"{name} (process group {pgid}): {stopped()} of {len(members)} process(es) in state stopped"
+        wait_until(lambda: stopped() == len(pids), 1.0, interval=0.01, what="the processes stopped")
+    return stopped()
 
 
 def _pgid(proc: psutil.Process) -> int | None:
@@ -168,40 +190,6 @@ def stall_broker(ctx: FaultContext) -> None:
     with _processes_stopped(members, record, f"the {broker.kind} server"):
         ctx.sleep_until((record.at or time.time()) + duration)
 
-
-@contextlib.contextmanager
-def _processes_stopped(pids: list[int], record: FaultRecord, name: str) -> Iterator[None]:
-    """SIGSTOP every process of a server (its leader first), SIGCONT them all at the end."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGSTOP)
-    at = time.time()
-    record.proof.append(_stopped_count(pids, name))
-    record.injected, record.at = True, at
-    try:
-        yield
-    finally:
-        for pid in reversed(pids):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-        record.ended = time.time()
-        record.proof.append(f"{name} ({len(pids)} process(es), pid {pids[0]} first) continued (SIGCONT) after "
-                            f"{record.ended - (record.at or record.ended):.2f} s")
-
-
-def _stopped_count(pids: list[int], name: str) -> str:
-    """How many of ``pids`` the kernel shows as stopped (waits up to 1 s for all)."""
-    def stopped() -> int:
-        count = 0
-        for pid in pids:
-            with contextlib.suppress(psutil.Error):
-                count += psutil.Process(pid).status() == psutil.STATUS_STOPPED
-        return count
-
-    with contextlib.suppress(WaitTimeoutError):
-        wait_until(lambda: stopped() == len(pids), 1.0, interval=0.01, what="the server stopped")
-    return (f"{name} (pid {pids[0]} and {len(pids) - 1} other(s)): {stopped()} of {len(pids)} process(es) "
-            "in state stopped")
 
 
 def _pause_redis(url: str, duration: float, record: FaultRecord) -> None:
