@@ -248,8 +248,10 @@ async def work(queue: Queue, ctx: WorkerContext) -> None:
         await queue.disconnect()
 
 
-class _Producer:
-    def __init__(self, queue: _Queue, settings: Settings) -> None:
+class Producer:
+    """Enqueues as SAQ's documentation shows, on a Redis or a PostgreSQL queue: the job key, the options."""
+
+    def __init__(self, queue: Queue, settings: Settings) -> None:
         self._queue = queue
         self._settings = settings
         self._timeout = _seconds(settings.task_timeout)
@@ -280,14 +282,14 @@ def _queue(settings: Settings, connections: int, max_ops: int = 20, *, worker: b
 
 class SaqBackend:
     @asynccontextmanager
-    async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
+    async def producer(self, ctx: ServiceContext) -> AsyncIterator[Producer]:
         connections = ctx.settings.redis_max_connections
         # SAQ throttles its operations (the enqueue among them) to max_ops at once: that bounds the
         # connections in use; the rest of the pool is for the broker probe's PING
         queue = _queue(ctx.settings, connections, max_ops=connections - min(RESERVED, connections // 2))
         await queue.connect()
         try:
-            yield _Producer(queue, ctx.settings)
+            yield Producer(queue, ctx.settings)
         finally:
             await queue.disconnect()
 

@@ -37,12 +37,10 @@ from psycopg_pool import AsyncConnectionPool
 from saq.queue.postgres import PostgresQueue
 
 from taskbench.backends import _postgres
-from taskbench.backends.base import DuplicateTask, ServiceContext, WorkerContext
-from taskbench.backends.saq import FUNCTION, RETRIES, _seconds, job_key, work
-from taskbench.messages import TaskMessage
+from taskbench.backends.base import ServiceContext, WorkerContext
+from taskbench.backends.saq import Producer, work
 
 if TYPE_CHECKING:
-    from fastapi import BackgroundTasks
 
     from taskbench.settings import Settings
 
@@ -70,24 +68,8 @@ def _queue(settings: Settings, max_size: int) -> PostgresQueue:
     )
 
 
-class _Producer:
-    def __init__(self, queue: PostgresQueue, settings: Settings) -> None:
-        self._queue = queue
-        self._settings = settings
-        self._timeout = _seconds(settings.task_timeout)
-
-    async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
-        job = await self._queue.enqueue(
-            FUNCTION,
-            key=job_key(self._settings, task.task_id),
-            timeout=self._timeout,
-            heartbeat=self._timeout,
-            retries=RETRIES,
-            ttl=-1,
-            payload=task.to_dict(),
-        )
-        if job is None:  # a job of this key is still queued or running
-            raise DuplicateTask(task.task_id)
+class _Producer(Producer):
+    """SAQ's enqueue (:class:`taskbench.backends.saq.Producer`), and ``/health``'s check over its pool."""
 
     async def check_broker(self) -> None:
         async with self._queue.pool.connection() as conn:
