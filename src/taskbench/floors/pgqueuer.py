@@ -7,10 +7,7 @@ The broker is ``TASKBENCH_BROKER_URL`` (a ``postgresql://`` URL); the schema is 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,23 +20,11 @@ from pgqueuer.domain.settings import DBSettings
 from pgqueuer.models import Channel
 from pgqueuer.queries import Queries
 
-from taskbench.floors._common import ACCEPTED, HEALTH, Incr, run_id
+from taskbench.floors._common import ACCEPTED, HEALTH, Incr, broker_url, run_id
+from taskbench.floors._common import postgres_schema as schema
 
 #: as the SAQ floor's function: not the backend's entrypoint, so no worker of the run takes these jobs
 ENTRYPOINT = "incr"
-
-
-def broker_url() -> str:
-    return os.environ.get("TASKBENCH_BROKER_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-def schema(run: str) -> str:
-    """The run's schema: ``taskbench_`` and the run id, other characters as ``_``, cut and hashed when
-    anything was replaced or it is too long (the backend's rule)."""
-    name = "taskbench_" + re.sub(r"[^a-z0-9_]", "_", run.lower())
-    if len(name) > 63 or name != "taskbench_" + run:
-        name = f"{name[:54]}_{hashlib.sha256(run.encode()).hexdigest()[:8]}"
-    return name
 
 
 def create_app() -> FastAPI:

@@ -10,8 +10,6 @@ name them (repeated here: a floor imports no taskbench code beyond ``_common``).
 from __future__ import annotations
 
 import hashlib
-import os
-import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,16 +18,10 @@ from typing import Any
 from fastapi import FastAPI
 from procrastinate import App, PsycopgConnector
 
-from taskbench.floors._common import ACCEPTED, HEALTH, Incr, run_id
+from taskbench.floors._common import ACCEPTED, HEALTH, Incr, broker_url, run_id
+from taskbench.floors._common import postgres_schema as _schema
 
 TASK = "taskbench_execute"
-
-
-def _schema(run: str) -> str:
-    name = "taskbench_" + re.sub(r"[^a-z0-9_]", "_", run.lower())
-    if len(name) > 63 or name != "taskbench_" + run:
-        name = f"{name[:54]}_{hashlib.sha256(run.encode()).hexdigest()[:8]}"
-    return name
 
 
 def _queue(run: str) -> str:
@@ -41,7 +33,7 @@ def _queue(run: str) -> str:
 
 def create_app() -> FastAPI:
     run = run_id()
-    broker = os.environ.get("TASKBENCH_BROKER_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    broker = broker_url()
     queue = App(connector=PsycopgConnector(conninfo=broker, kwargs={"options": f"-c search_path={_schema(run)}"},
                                            min_size=4, max_size=16))
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,18 +19,12 @@ from fastapi import FastAPI, Request
 from psycopg_pool import AsyncConnectionPool
 from saq.queue.postgres import PostgresQueue
 
-from taskbench.floors._common import ACCEPTED, HEALTH, Incr, run_id
+from taskbench.floors._common import ACCEPTED, HEALTH, Incr, broker_url, run_id
+from taskbench.floors._common import postgres_schema as _schema
 
 #: the backend's job options (seconds, attempts): they are part of what SAQ stores per job
 TIMEOUT = 60
 RETRIES = 3
-
-
-def _schema(run: str) -> str:
-    name = "taskbench_" + re.sub(r"[^a-z0-9_]", "_", run.lower())
-    if len(name) > 63 or name != "taskbench_" + run:
-        name = f"{name[:54]}_{hashlib.sha256(run.encode()).hexdigest()[:8]}"
-    return name
 
 
 def _keyspace(run: str) -> int:
@@ -41,7 +33,7 @@ def _keyspace(run: str) -> int:
 
 def create_app() -> FastAPI:
     run = run_id()
-    broker = os.environ.get("TASKBENCH_BROKER_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    broker = broker_url()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
