@@ -38,18 +38,9 @@ def options(settings: Settings) -> str:
     return f"-c search_path={schema(settings)}"
 
 
-def url(settings: Settings) -> str:
-    """The broker's URL (``postgresql://``) with ``options`` selecting the run's schema: for a library
-    that takes a URL (a DSN that libpq, psycopg and asyncpg all read)."""
-    parts = urlsplit(settings.broker_address)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
-    query.append(("options", options(settings)))
-    # %20, not +: libpq decodes percent escapes only
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query, quote_via=quote), parts.fragment))
-
-
 def plain_url(settings: Settings) -> str:
-    """The broker's URL without ``options`` (psycopg's ``conninfo``; asyncpg takes ``server_settings``)."""
+    """The broker's URL without ``options``: each library gets :func:`options` (psycopg's ``options``
+    keyword) or the schema as asyncpg's ``server_settings`` beside it."""
     parts = urlsplit(settings.broker_address)
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query, quote_via=quote), parts.fragment))
