@@ -38,3 +38,38 @@ def test_a_broker_without_persistence_keeps_nothing_whatever_the_library() -> No
     promise = promise_of("saq", "redis", durable=True, broker_keeps=False)
     assert not promise.keeps_accepted
     assert "without persistence" in promise.text
+
+
+def test_a_library_setting_changes_the_promise_and_defaults_to_the_library() -> None:
+    """SAQ's retries and Procrastinate's stalled-job task decide whether a dead worker's task runs again;
+    their parameters default to the libraries' own (at-most-once), and the verdict follows the value."""
+    from taskbench import params
+
+    assert params.default("saq_retries") == 1 and params.default("procrastinate_retry_stalled") is False
+    for name, setting, on in (("saq", "saq_retries", 3), ("saq-postgres", "saq_retries", 2),
+                              ("procrastinate", "procrastinate_retry_stalled", True)):
+        meta = backends.info(name)
+        assert setting in meta.promise_settings
+        assert meta.delivery_on(meta.brokers[0]).guarantee == backends.AT_MOST_ONCE, name
+        assert meta.delivery_on(meta.brokers[0], {setting: on}).guarantee == backends.AT_LEAST_ONCE, name
+        off = promise_of(name, meta.brokers[0], durable=True)
+        assert not off.keeps_accepted and off.no_duplicates
+        kept = promise_of(name, meta.brokers[0], durable=True, settings={setting: on})
+        assert kept.keeps_accepted and not kept.no_duplicates
+    pgqueuer = backends.info("pgqueuer").delivery_on("postgres", {"pgqueuer_heartbeat_timeout": 7.0})
+    assert pgqueuer.guarantee == backends.AT_LEAST_ONCE and pgqueuer.after == 7.0 and "7 s" in pgqueuer.recovery
+    # every promise setting is a run parameter a scenario case and the command line take
+    for name in backends.available(unsafe=True):
+        for setting in backends.info(name).promise_settings:
+            param = params.get(setting)
+            assert param.cli and "queue" in param.kinds and param.env, setting
+
+
+def test_the_drain_waits_for_a_redelivery_set_by_the_library(tmp_path) -> None:
+    from taskbench.harness.config import RunConfig
+
+    config = RunConfig(backends=("pgqueuer", "arq"), task_timeout=3.0, pgqueuer_heartbeat_timeout=20.0,
+                       output=tmp_path)
+    assert config.redelivery_wait("pgqueuer") == 20.0 and config.redelivery_wait("arq") == 3.0
+    assert config.promise_settings("pgqueuer") == {"pgqueuer_heartbeat_timeout": 20.0}
+    assert config.promise_settings("arq") == {}

@@ -184,6 +184,22 @@ SCHEMA: Final[tuple[Param, ...]] = (
     Param(name="task_timeout", type=float, default=60.0, bounds=(1, 86_400),
           help="longest a task may run; also when a dead worker's task is retried", cli=True, kinds=_Q,
           env="TASK_TIMEOUT"),
+    # -- the library settings that change a backend's promise across a dead worker (docs/backends.md):
+    #    each defaults to the library's own default, so a figure shows what a user who follows the
+    #    library's documentation gets; every result records them (RunConfig) --
+    Param(name="saq_retries", type=int, default=1, bounds=(1, 100),
+          help="SAQ's job retries (saq, saq-postgres), the first attempt included: 1 (SAQ's default) leaves a dead "
+               "worker's job aborted, never run again (at-most-once); 2 or more re-queue it after its heartbeat "
+               "(--task-timeout) passed (at-least-once)", cli=True, kinds=_Q, env="SAQ_RETRIES"),
+    Param(name="pgqueuer_heartbeat_timeout", type=float, default=30.0, bounds=(1, 86_400),
+          help="PgQueuer's heartbeat_timeout (pgqueuer): seconds after its last heartbeat that a dead worker's "
+               "job is taken again by any worker (PgQueuer's default: 30)", cli=True, kinds=_Q,
+          env="PGQUEUER_HEARTBEAT_TIMEOUT", components=("worker",)),
+    Param(name="procrastinate_retry_stalled", type=bool, default=False,
+          help="Procrastinate's documented stalled-job retry (procrastinate): a periodic task retries the jobs "
+               "of workers whose heartbeat is older than --task-timeout (at-least-once); off, the library's "
+               "default, a dead worker's jobs stay doing for good (at-most-once)", cli=True, kinds=_Q,
+          env="PROCRASTINATE_RETRY_STALLED", components=("worker",)),
     Param(name="enqueue_timeout", type=float, default=5.0, bounds=(0.1, 600.0),
           help="seconds the API waits for the broker to take a task; past it the answer is 503, outcome unknown",
           cli=True, kinds=_Q, env="ENQUEUE_TIMEOUT", components=("api",)),

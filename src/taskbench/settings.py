@@ -46,6 +46,12 @@ class Settings(BaseSettings):
         default=60.0, ge=1.0, le=86_400.0,
         description="longest a task may run; also how long a task of a dead worker waits to be retried",
     )
+    saq_retries: int = Field(default=1, ge=1, le=100, description="SAQ's job retries, the first attempt included")
+    pgqueuer_heartbeat_timeout: float = Field(
+        default=30.0, ge=1.0, le=86_400.0,
+        description="PgQueuer's heartbeat_timeout: when a dead worker's job runs again")
+    procrastinate_retry_stalled: bool = Field(
+        default=False, description="Procrastinate's documented periodic retry of stalled jobs")
     redis_max_connections: int = Field(
         default=256, ge=4, le=100_000,
         description="Redis connections per process; tasks wait for a free one instead of failing",

@@ -1,6 +1,5 @@
 """PgQueuer's pieces that need no server: its floor names the run's schema as the backend does, and
-the heartbeat timeout is ``--task-timeout`` unless ``TASKBENCH_PGQUEUER_RETRY_TIMER`` sets it (0: the
-library's 30 s).
+``--pgqueuer-heartbeat-timeout`` defaults to the library's own heartbeat_timeout.
 
 Runs in the pgqueuer environment (the base one has no pgqueuer): one short script.
 """
@@ -25,25 +24,13 @@ SCRIPT = textwrap.dedent("""
         names = pgqueuer.db_settings(Settings(run_id=run))
         assert names.db_schema == names.channel == _postgres.schema(Settings(run_id=run)), names
 
-    for raw, expected in ((None, 30.0), ("", 30.0), ("0", 30.0), ("7.5", 7.5)):
-        os.environ.pop(pgqueuer.RETRY_TIMER_ENV, None)
-        if raw is not None:
-            os.environ[pgqueuer.RETRY_TIMER_ENV] = raw
-        assert pgqueuer.heartbeat_timeout() == expected, (raw, pgqueuer.heartbeat_timeout())
-        assert pgqueuer.heartbeat_timeout(4.0) == (4.0 if not raw else expected), raw
-    for raw in ("-1", "soon", "nan"):
-        os.environ[pgqueuer.RETRY_TIMER_ENV] = raw
-        try:
-            pgqueuer.heartbeat_timeout()
-        except ValueError as exc:
-            assert pgqueuer.RETRY_TIMER_ENV in str(exc), exc
-        else:
-            raise AssertionError(f"{raw!r} accepted")
+    from taskbench import params
+    assert params.default("pgqueuer_heartbeat_timeout") == pgqueuer.LIBRARY_HEARTBEAT_TIMEOUT
     print("ok")
 """)
 
 
-def test_schema_channel_and_retry_timer() -> None:
+def test_schema_channel_and_heartbeat_default() -> None:
     python = str(ensure_env(backends.info("pgqueuer").extra, quiet=True))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKBENCH_", "PGQUEUER_"))}
     out = subprocess.run([python, "-c", SCRIPT], capture_output=True, text=True, timeout=120, check=False,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from taskbench.backends.base import Backend
@@ -31,10 +31,18 @@ class Delivery:
     guarantee: str = AT_LEAST_ONCE
     #: how a dead worker's task comes back, or why it does not: the mechanism and its wait
     recovery: str = ""
+    #: seconds before a dead worker's task comes back, when a setting of the library's own sets it rather
+    #: than ``--task-timeout`` (the drain waits that long for it)
+    after: float | None = None
 
     def __post_init__(self) -> None:
         if self.guarantee not in (AT_LEAST_ONCE, AT_MOST_ONCE):
             raise ValueError(f"unknown delivery guarantee {self.guarantee!r}")
+
+
+#: the promise of a backend whose library has a setting that changes it: the broker and the settings'
+#: values (every name of ``BackendInfo.promise_settings``) -> what it promises
+Promise = Callable[[str, Mapping[str, Any]], Delivery]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +61,11 @@ class BackendInfo:
     #: ``default_delivery``
     delivery: Mapping[str, Delivery] = field(default_factory=dict)
     default_delivery: Delivery = Delivery()
+    #: the library settings (parameters of the same names in ``taskbench.params``, whose defaults are the
+    #: library's) that change the promise, and the promise under their values: when set, it replaces
+    #: ``delivery`` and ``default_delivery``
+    promise_settings: tuple[str, ...] = ()
+    promise: Promise | None = None
     #: Redis key patterns outside the run prefix that the library creates; ``{run_id}`` is filled
     key_patterns: tuple[str, ...] = ()
     #: the library's own web dashboard, run by ``taskbench dashboard`` (``taskbench up`` starts it)
@@ -82,9 +95,15 @@ class BackendInfo:
     def extra(self) -> str:
         return self.extra_name or self.name
 
-    def delivery_on(self, broker: str) -> Delivery:
-        """What the backend promises on ``broker`` across a worker's death."""
-        return self.delivery.get(broker, self.default_delivery)
+    def delivery_on(self, broker: str, settings: Mapping[str, Any] | None = None) -> Delivery:
+        """What the backend promises on ``broker`` across a worker's death, under ``settings`` (a run's
+        values of ``promise_settings``; a name left out: the library's default, the parameter's)."""
+        if self.promise is None:
+            return self.delivery.get(broker, self.default_delivery)
+        from taskbench import params
+
+        given = settings or {}
+        return self.promise(broker, {name: given.get(name, params.default(name)) for name in self.promise_settings})
 
     @property
     def redelivers(self) -> bool:
@@ -97,6 +116,25 @@ class BackendInfo:
 
     def owned_key_patterns(self, run_id: str) -> list[str]:
         return [p.format(run_id=run_id) for p in self.key_patterns]
+
+
+def _saq_promise(retries: int) -> Delivery:
+    if retries <= 1:
+        return Delivery(guarantee=AT_MOST_ONCE,
+                        recovery="retries=1 (SAQ's default; --saq-retries): a worker's sweep aborts an active job "
+                                 "whose heartbeat (--task-timeout) passed and never runs it again")
+    return Delivery(recovery=f"a worker's sweep aborts and re-queues an active job whose heartbeat (--task-timeout) "
+                             f"passed, up to retries={retries} attempts (--saq-retries; SAQ's default 1 re-runs none)")
+
+
+def _procrastinate_promise(retry_stalled: bool) -> Delivery:
+    if not retry_stalled:
+        return Delivery(guarantee=AT_MOST_ONCE,
+                        recovery="none (Procrastinate's default; --procrastinate-retry-stalled adds the documented "
+                                 "task): a dead worker's jobs stay doing for good")
+    return Delivery(recovery="the documented periodic task (every --task-timeout/4 s; --procrastinate-retry-stalled) "
+                             "retries the doing jobs of workers whose heartbeat is older than --task-timeout: back "
+                             "within ~1.25 x --task-timeout + the 5 s fetch poll")
 
 
 REGISTRY: Final[dict[str, BackendInfo]] = {
@@ -123,8 +161,8 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             summary="SAQ: asyncio worker on Redis lists (BLMOVE), JSON, sweeps and retries stuck jobs",
             key_patterns=("saq:taskbench:{run_id}:*", "saq:job:taskbench:{run_id}:*", "saq:abort:{run_id}:*"),
             dashboard="SAQ web",
-            default_delivery=Delivery(recovery="a worker's sweep aborts and re-queues an active job whose "
-                                               "heartbeat (--task-timeout) passed, up to retries=3 attempts"),
+            promise_settings=("saq_retries",),
+            promise=lambda _, s: _saq_promise(s["saq_retries"]),
         ),
         BackendInfo(
             name="faststream",
@@ -188,22 +226,23 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
         ),
         BackendInfo(
             name="procrastinate",
-            summary="Procrastinate: PostgreSQL jobs table, LISTEN/NOTIFY, worker heartbeats, stalled jobs retried",
+            summary="Procrastinate: PostgreSQL jobs table, LISTEN/NOTIFY, worker heartbeats, stalled-job retry "
+                    "as documented (opt-in)",
             brokers=("postgres",),
-            default_delivery=Delivery(recovery="the documented periodic task (every --task-timeout/4 s) retries the "
-                                               "doing jobs of workers whose heartbeat is older than "
-                                               "--task-timeout: back within ~1.25 x --task-timeout + the 5 s "
-                                               "fetch poll (without it, the library's default, a job stays "
-                                               "doing for good)"),
+            promise_settings=("procrastinate_retry_stalled",),
+            promise=lambda _, s: _procrastinate_promise(s["procrastinate_retry_stalled"]),
             prepares_broker=True,
         ),
         BackendInfo(
             name="pgqueuer",
             summary="PgQueuer: PostgreSQL queue table, LISTEN/NOTIFY, FOR UPDATE SKIP LOCKED, heartbeat_timeout",
             brokers=("postgres",),
-            default_delivery=Delivery(recovery="any worker's dequeue re-takes a picked job whose heartbeat is older "
-                                               "than heartbeat_timeout (--task-timeout; the library's default "
-                                               "30 s), on a NOTIFY or within dequeue_timeout; no attempt limit"),
+            promise_settings=("pgqueuer_heartbeat_timeout",),
+            promise=lambda _, s: Delivery(
+                after=s["pgqueuer_heartbeat_timeout"],
+                recovery=f"any worker's dequeue re-takes a picked job whose heartbeat is older than "
+                         f"heartbeat_timeout ({s['pgqueuer_heartbeat_timeout']:g} s, --pgqueuer-heartbeat-timeout; "
+                         f"PgQueuer's default 30), on a NOTIFY or within dequeue_timeout; no attempt limit"),
             prepares_broker=True,
         ),
         BackendInfo(
@@ -211,8 +250,8 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             summary="SAQ on PostgreSQL: SAQ's PostgresQueue (SKIP LOCKED dequeue, LISTEN/NOTIFY), JSON",
             brokers=("postgres",),
             prepares_broker=True,
-            default_delivery=Delivery(recovery="a worker's sweep aborts and re-queues an active job whose "
-                                               "heartbeat (--task-timeout) passed, up to retries=3 attempts"),
+            promise_settings=("saq_retries",),
+            promise=lambda _, s: _saq_promise(s["saq_retries"]),
             module_name="saq_postgres",
             extra_name="saq",
         ),

@@ -30,10 +30,9 @@ installed package):
   written every ``heartbeat_timeout / 2`` (``core/heartbeat.py``). So the jobs of a SIGKILLed worker
   run again, from the start, ``heartbeat_timeout`` after their last heartbeat, at the next dequeue of
   any worker (on a NOTIFY, or after ``dequeue_timeout`` when idle): at-least-once, with no attempt
-  limit. taskbench sets it from ``--task-timeout``, as it sets every library's redelivery timeout, so
-  that the backends' recoveries compare (the library's default is 30 s: ``TASKBENCH_PGQUEUER_RETRY_TIMER``
-  overrides it, 0 for the library's own); ``dequeue_timeout`` is the library's 30 s, or that timeout
-  when shorter;
+  limit. It is ``--pgqueuer-heartbeat-timeout``, the library's 30 s unless given (a setting that
+  changes the promise's wait takes the library's default, docs/backends.md); ``dequeue_timeout`` is
+  the library's 30 s, or that timeout when shorter;
 - a lost connection (a PostgreSQL restart): PgQueuer's manager fails on its next query and, by default,
   the worker would exit. Here the supervisor's ``restart_on_failure`` starts a new manager on a new
   connection every ``RESTART_DELAY`` s until the server answers, and ``shutdown_on_listener_failure``
@@ -52,7 +51,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -83,28 +81,12 @@ log = logging.getLogger("taskbench.backends.pgqueuer")
 
 ENTRYPOINT = "taskbench_execute"
 #: seconds without a heartbeat after which a picked job is taken again (unset: --task-timeout; 0: the library's)
-RETRY_TIMER_ENV = "TASKBENCH_PGQUEUER_RETRY_TIMER"
 #: ``QueueManager.run``'s defaults (``core/qm.py``)
-LIBRARY_HEARTBEAT_TIMEOUT = 30.0
+LIBRARY_HEARTBEAT_TIMEOUT = 30.0  # --pgqueuer-heartbeat-timeout's default (tests keep them equal)
 LIBRARY_DEQUEUE_TIMEOUT = 30.0
 LIBRARY_BATCH_SIZE = 10
 #: seconds between a failed manager and the next (the supervisor's ``restart_delay``; its default is 5)
 RESTART_DELAY = 1.0
-
-
-def heartbeat_timeout(task_timeout: float | None = None) -> float:
-    """``TASKBENCH_PGQUEUER_RETRY_TIMER`` in seconds (0: the library's 30 s); unset: ``task_timeout``
-    (taskbench's ``--task-timeout``), else the library's 30 s."""
-    raw = os.environ.get(RETRY_TIMER_ENV, "").strip()
-    if not raw and task_timeout is not None:
-        return task_timeout
-    try:
-        value = float(raw) if raw else 0.0
-    except ValueError:
-        raise ValueError(f"{RETRY_TIMER_ENV} must be a number of seconds, got {raw!r}") from None
-    if value < 0 or value != value:
-        raise ValueError(f"{RETRY_TIMER_ENV} must be 0 (the library's default) or more, got {raw!r}")
-    return value or LIBRARY_HEARTBEAT_TIMEOUT
 
 
 def db_settings(settings: Settings) -> DBSettings:
@@ -195,7 +177,7 @@ class PgQueuerBackend:
     async def run_worker(self, ctx: WorkerContext) -> None:
         settings = ctx.settings
         execute = ctx.execute
-        timeout = heartbeat_timeout(settings.task_timeout)
+        timeout = settings.pgqueuer_heartbeat_timeout
         # the dequeue query caps this worker's picked jobs at max_concurrent_tasks, which PgQueuer wants
         # at least twice the batch: with concurrency 1 it picks 2 and the semaphore runs one at a time
         slots = asyncio.Semaphore(settings.concurrency)

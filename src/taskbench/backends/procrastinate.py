@@ -22,8 +22,10 @@ in the installed package):
   job per lock, ``schema.sql:102``) serializes runs rather than refusing them: neither remembers a
   run's ids, the API's claim does. ``delete_jobs="successful"``: a finished job's row (and its
   events) is deleted, the ledger records executions (Procrastinate keeps every job by default);
-- at-least-once across a dead worker, the way ``docs/howto/production/retry_stalled_jobs.md``
-  documents it: workers write a heartbeat (``worker.py:481-490``), and a periodic task
+- across a dead worker, Procrastinate's default is at-most-once: its jobs stay ``doing`` for good.
+  ``--procrastinate-retry-stalled`` makes it at-least-once, the way
+  ``docs/howto/production/retry_stalled_jobs.md`` documents it: workers write a heartbeat
+  (``worker.py:481-490``), and a periodic task
   (``taskbench_retry_stalled_jobs``) retries the ``doing`` jobs of workers whose heartbeat is older
   than ``task_timeout`` (``JobManager.get_stalled_jobs``, ``manager.py:223``, then ``retry_job``).
   The defaults would be a 10 s heartbeat, a 30 s staleness and, in the documentation's example, a
@@ -42,8 +44,8 @@ in the installed package):
   a query fails (``worker.py:621-641``, ``psycopg_connector.py:317-353``), leaving the restart to a
   process manager; ``run_worker`` starts it again (1 to 10 s apart) until SIGTERM, so the process
   lives through a PostgreSQL restart as the Redis backends do. A job whose status write
-  (``finish_job``) the outage broke stays ``doing``; once its worker unregistered it is stalled and
-  runs again: at-least-once, a duplicate, not a loss.
+  (``finish_job``) the outage broke stays ``doing``: with ``--procrastinate-retry-stalled``, once its
+  worker unregistered, it is stalled and runs again (a duplicate, not a loss); without, it stays.
 
 Known limits of the library, measured rather than patched: a NOTIFY that arrives while a fetch finds
 nothing is cleared with it (``worker.py:400-403``), so such a job waits for the next notification or
@@ -137,7 +139,7 @@ def _connect_kwargs(settings: Settings) -> dict[str, Any]:
 
 
 def make_app(settings: Settings, min_size: int, max_size: int) -> Any:
-    """The run's App (not opened): the task, the stalled-job task, a pool on the run's schema."""
+    """The run's App (not opened): the task, the stalled-job task when asked, a pool on the run's schema."""
     # the schema as a connection keyword (libpq ``options``): the pool's connections and the
     # worker's LISTEN connection (``psycopg_connector.py:299-306``) all get it
     connector = PsycopgConnector(conninfo=_postgres.plain_url(settings), kwargs=_connect_kwargs(settings),
@@ -150,9 +152,16 @@ def make_app(settings: Settings, min_size: int, max_size: int) -> Any:
     async def execute(context: JobContext, payload: dict[str, Any]) -> None:
         await context.additional_context["taskbench_execute"](TaskMessage.from_dict(payload))
 
+    if settings.procrastinate_retry_stalled:
+        _retry_stalled_jobs(app, settings, queue)
+    return app
+
+
+def _retry_stalled_jobs(app: Any, settings: Settings, queue: str) -> None:
+    """docs/howto/production/retry_stalled_jobs.md, on the run's queue and timings
+    (``--procrastinate-retry-stalled``; the library has no such task unless its user adds it)."""
     stale = stalled_after(settings)
 
-    # docs/howto/production/retry_stalled_jobs.md, on the run's queue and timings
     @app.periodic(cron=retry_cron(settings), periodic_id="retry_stalled_jobs")  # type: ignore[untyped-decorator,unused-ignore]
     @app.task(name=RETRY_STALLED, queue=queue,  # type: ignore[untyped-decorator,unused-ignore]
               queueing_lock=RETRY_STALLED, pass_context=True)
@@ -162,8 +171,6 @@ def make_app(settings: Settings, min_size: int, max_size: int) -> Any:
             log.warning("retrying stalled job %s (%s, worker %s, attempts %d)",
                         job.id, job.task_name, job.worker_id, job.attempts)
             await manager.retry_job(job)
-
-    return app
 
 
 async def _supervise(app: Any, options: dict[str, Any], stop: asyncio.Event, ctx: WorkerContext) -> None:

@@ -9,10 +9,11 @@ Wiring, following SAQ's documentation and its source (saq 0.26):
   claim covers that;
 - JSON serialization: SAQ's default ``dump``/``load`` are ``json.dumps``/``json.loads``; they are
   passed explicitly so that the choice is visible here;
-- at-least-once: ``retries`` (SAQ counts the first attempt) lets a job run again, ``timeout`` and
-  ``heartbeat`` are ``task_timeout``, and the sweep runs every ``task_timeout / 4`` seconds, so the job
-  of a SIGKILLed worker is found stuck, aborted and re-queued (SAQ's defaults are timeout=10 s,
-  heartbeat off, retries=1 and a 60 s sweep: such a job ends ``aborted`` and never runs again);
+- a dead worker: ``timeout`` and ``heartbeat`` are ``task_timeout``, and the sweep runs every
+  ``task_timeout / 4`` seconds, so the job of a SIGKILLed worker is found stuck and aborted (SAQ's
+  defaults are timeout=10 s, heartbeat off and a 60 s sweep); whether it runs again is ``retries``
+  (SAQ counts the first attempt): ``--saq-retries``, SAQ's default 1, leaves it ``aborted`` for good
+  (at-most-once), 2 or more re-queue it (at-least-once, up to that many attempts);
 - ``ttl=-1``: a finished job's record is deleted at once, the ledger records executions;
 - SIGTERM: SAQ's worker installs its own SIGINT/SIGTERM handlers, stops dequeuing (each slot blocks
   at most ``dequeue_timeout`` = 1 s in BLMOVE), waits up to ``shutdown_timeout`` for running jobs
@@ -52,7 +53,6 @@ log = logging.getLogger("taskbench.backends.saq")
 
 FUNCTION = "taskbench_execute"
 #: attempts in all (SAQ counts the first one): survives two dead workers in a row
-RETRIES = 3
 #: seconds a worker slot blocks in BLMOVE before it checks whether it should stop
 DEQUEUE_TIMEOUT = 1.0
 
@@ -262,7 +262,7 @@ class Producer:
             key=job_key(self._settings, task.task_id),
             timeout=self._timeout,
             heartbeat=self._timeout,
-            retries=RETRIES,
+            retries=self._settings.saq_retries,
             ttl=-1,
             payload=task.to_dict(),
         )

@@ -18,8 +18,12 @@ Wiring, following SAQ's documentation and its source (saq 0.26, ``saq/queue/post
   transaction: competing workers never take one job twice;
 - the promise across a dead worker is SAQ's sweep: an ``active`` job whose ``heartbeat`` (here the task
   timeout) passed is aborted and, while ``retries`` allows, queued again; the options are those of
-  the Redis backend (:mod:`taskbench.backends.saq`): ``retries`` 3, ``timeout`` = ``heartbeat`` =
-  ``task_timeout``, the sweep every ``task_timeout / 4`` s;
+  the Redis backend (:mod:`taskbench.backends.saq`): ``retries`` = ``--saq-retries`` (SAQ's default 1:
+  never again, at-most-once), ``timeout`` = ``heartbeat`` = ``task_timeout``, the sweep every
+  ``task_timeout / 4`` s;
+- the pool checks a connection before lending it (``check_connection``), as the pool SAQ makes itself
+  from a URL (``PostgresQueue.from_url``) does: a connection a PostgreSQL restart broke is replaced,
+  not handed to an enqueue;
 - JSON (SAQ's default ``json.dumps``/``json.loads``, passed explicitly);
 - SIGTERM: SAQ's worker stops dequeuing, waits up to ``shutdown_timeout`` for running jobs, then
   cancels the rest, which SAQ puts back on the queue (the upkeep loops of ``saq._Worker``).

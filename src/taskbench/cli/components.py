@@ -34,9 +34,27 @@ def backends() -> None:
             state += " [never a default: left out of --backends all]"
         brokers = "/".join(meta.brokers)
         typer.echo(f"{meta.name:17} {brokers:20} {meta.summary}{state}")
-        for broker in meta.brokers:  # the promise a fault case is judged by
+        for broker in meta.brokers:  # the promise a fault case is judged by (the libraries' defaults)
             delivery = meta.delivery_on(broker)
             typer.echo(f"{'':17} on {broker:17} {delivery.guarantee}: {delivery.recovery}")
+        for name in meta.promise_settings:  # a setting that changes it: the promise under another value
+            param = params.get(name)
+            other = _other_value(param.type, param.default)
+            if other is None:
+                continue
+            delivery = meta.delivery_on(meta.brokers[0], {name: other})
+            shown = str(other).lower() if isinstance(other, bool) else other
+            typer.echo(f"{'':17} with {param.flag}={shown}: {delivery.guarantee}: {delivery.recovery}")
+
+
+def _other_value(kind: type, default: object) -> object | None:
+    """A value of a promise setting other than its default under which the guarantee changes (None: a
+    duration, which changes only the wait)."""
+    if kind is bool:
+        return not default
+    if kind is int:
+        return 3 if default == 1 else 1
+    return None
 
 
 def serve(

@@ -58,6 +58,11 @@ def run(
     task_timeout: Annotated[float, params.option("task_timeout")] = params.default("task_timeout"),
     enqueue_timeout: Annotated[float, params.option("enqueue_timeout")] = params.default("enqueue_timeout"),
     fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
+    saq_retries: Annotated[int, params.option("saq_retries")] = params.default("saq_retries"),
+    pgqueuer_heartbeat_timeout: Annotated[float, params.option("pgqueuer_heartbeat_timeout")] = params.default(
+        "pgqueuer_heartbeat_timeout"),
+    procrastinate_retry_stalled: Annotated[bool, params.option("procrastinate_retry_stalled")] = params.default(
+        "procrastinate_retry_stalled"),
     scenario: Annotated[str | None, typer.Option(
         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
     cases: Annotated[str | None, typer.Option(
@@ -97,6 +102,8 @@ def run(
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
             idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,
             fault=Fault.parse(fault) if fault else None, restart_workers=restart_workers,
+            saq_retries=saq_retries, pgqueuer_heartbeat_timeout=pgqueuer_heartbeat_timeout,
+            procrastinate_retry_stalled=procrastinate_retry_stalled,
         )
     except ValueError as exc:
         fail(str(exc))

@@ -24,7 +24,7 @@ from taskbench.floors._common import postgres_schema as _schema
 
 #: the backend's job options (seconds, attempts): they are part of what SAQ stores per job
 TIMEOUT = 60
-RETRIES = 3
+RETRIES = 1  # SAQ's default, and --saq-retries's
 
 
 def _keyspace(run: str) -> int:
@@ -39,7 +39,8 @@ def create_app() -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             broker, open=False, min_size=4, max_size=64,
-            kwargs={"autocommit": True, "options": f"-c search_path={_schema(run)}"})
+            kwargs={"autocommit": True, "options": f"-c search_path={_schema(run)}"},
+            check=AsyncConnectionPool.check_connection)  # as SAQ's own pool (PostgresQueue.from_url)
         queue = PostgresQueue(pool, name=f"tb-{run}", dump=json.dumps, load=json.loads,
                               saq_lock_keyspace=_keyspace(run), min_size=4, max_size=64,
                               manage_pool_lifecycle=True)

@@ -90,6 +90,10 @@ class RunConfig:
     stop_timeout: float = 10.0
     task_timeout: float = 60.0
     enqueue_timeout: float = 5.0
+    #: the library settings that change a backend's promise (params: the libraries' defaults)
+    saq_retries: int = 1
+    pgqueuer_heartbeat_timeout: float = 30.0
+    procrastinate_retry_stalled: bool = False
     api_port: int | None = None
     http_metrics: bool = True
     idempotency: bool = True
@@ -123,6 +127,20 @@ class RunConfig:
             value = getattr(self, item.name)
             if item.name in checked and value is not None:
                 checked[item.name].check(value)
+
+    def promise_settings(self, backend: str) -> dict[str, Any]:
+        """The run's values of the library settings that change ``backend``'s promise."""
+        from taskbench import backends
+
+        return {name: getattr(self, name) for name in backends.info(backend).promise_settings}
+
+    def redelivery_wait(self, backend: str) -> float:
+        """Seconds before a dead worker's task of ``backend`` comes back: the task timeout, or the
+        library setting that sets it instead (PgQueuer's heartbeat_timeout)."""
+        from taskbench import backends
+
+        after = backends.info(backend).delivery_on(self.broker_for(backend), self.promise_settings(backend)).after
+        return max(self.task_timeout, after or 0.0)
 
     def broker_for(self, backend: str) -> str:
         """The broker ``backend``'s case runs on: ``--broker``, else the backend's default."""

@@ -21,6 +21,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from taskbench import params
 from taskbench.results import Result
 from taskbench.results.cases import QueueCase
 
@@ -51,8 +52,17 @@ LEGEND = ("cell: status, then err (requests that failed, %), lost / dup (tasks l
           "#N is the case number")
 
 
+_PARAMS = {param.name for param in params.SCHEMA}
+
+
 def row_of(case: QueueCase) -> str:
-    return case.backend if case.broker == "redis" else f"{case.backend} on {case.broker}"
+    """The backend, its broker when not Redis, and the library settings that change its promise where
+    the case ran them off their defaults (a row per promise)."""
+    row = case.backend if case.broker == "redis" else f"{case.backend} on {case.broker}"
+    changed = [f"{params.get(name).flag} {str(value).lower() if isinstance(value, bool) else value}"
+               for name, value in case.promise_settings.items()
+               if name in _PARAMS and value != params.default(name)]
+    return ", ".join([row, *changed])
 
 
 def column_of(case: QueueCase) -> str | None:

@@ -77,6 +77,11 @@ class QueueCase(CaseBase):
     unsafe: str = ""
     workers: int = 0
     concurrency: int = 0
+    #: the library settings that change the backend's promise, as the case ran them (``--saq-retries``,
+    #: ``--pgqueuer-heartbeat-timeout``, ``--procrastinate-retry-stalled``; the libraries' defaults unless given)
+    promise_settings: dict[str, Any] = {}
+    #: what the backend promised across a dead worker under them: ``guarantee: recovery`` ("" in older files)
+    delivery: str = ""
     run_id: str = ""
     placement: dict[str, list[int] | None] = {}
     fault: FaultRecord | None = None

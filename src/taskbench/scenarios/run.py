@@ -191,5 +191,7 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         drain_stall=p["drain_stall"], placement=Placement.parse("auto"),
         limits=case.limits, task_timeout=p["task_timeout"], enqueue_timeout=p["enqueue_timeout"],
         idempotency=p["idempotency"], fault=Fault.parse(p["fault"]) if p["fault"] else None,
-        restart_workers=p["restart_workers"],
+        restart_workers=p["restart_workers"], saq_retries=p["saq_retries"],
+        pgqueuer_heartbeat_timeout=p["pgqueuer_heartbeat_timeout"],
+        procrastinate_retry_stalled=p["procrastinate_retry_stalled"],
     )

@@ -226,7 +226,10 @@ class Runner:
         case = QueueCase(backend=name, broker=self.broker, workload=cfg.workload, enqueue_mode=cfg.enqueue_mode,
                          durable=durability.durable, durability=durability.text, has_worker=backend.has_worker,
                          workers=workers, concurrency=cfg.concurrency, run_id=run_id, unsafe=backend.unsafe,
-                         placement=cfg.placement.to_dict(), logs=str(logs))
+                         placement=cfg.placement.to_dict(), logs=str(logs),
+                         promise_settings=cfg.promise_settings(name))
+        delivery = backend.delivery_on(self.broker, case.promise_settings)
+        case.delivery = f"{delivery.guarantee}: {delivery.recovery}"
 
         def say(text: str) -> None:
             self.say(f"[{name}] {text}")
@@ -294,10 +297,11 @@ class Runner:
                             # stop once executions stop coming (--drain-stall, past a dead worker's redelivery);
                             # sooner after a fault on a backend that promises nothing (past every redelivery:
                             # the task timeout, arq's 10 s on top, a restart)
-                            promised = promise_of(name, self.broker, durable=case.durable).keeps_accepted
-                            stall = max(cfg.drain_stall, redelivery_bound(cfg.task_timeout))
+                            promised = promise_of(name, self.broker, durable=case.durable,
+                                                  settings=cfg.promise_settings(name)).keeps_accepted
+                            stall = max(cfg.drain_stall, redelivery_bound(cfg.redelivery_wait(name)))
                             if not promised and injector is not None:
-                                stall = redelivery_bound(cfg.task_timeout)
+                                stall = redelivery_bound(cfg.redelivery_wait(name))
                             drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
                                             accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
                                             say=say, revive=supervisor, stall=stall)
@@ -309,7 +313,8 @@ class Runner:
                                         f"{injector.record.error}")
                     elif not injector.record.injected:
                         failures.append(f"fault {injector.record.fault}: {injector.record.note}")
-                promise = promise_of(name, self.broker, durable=case.durable, why=case.durability)
+                promise = promise_of(name, self.broker, durable=case.durable, why=case.durability,
+                                     settings=cfg.promise_settings(name))
                 # a fault may lose what the backend does not promise to keep: those never come, so a
                 # drain that waited for them in vain is the loss (audited), not a failure of its own
                 drain_ok = drained.drained or (injector is not None and injector.record.injected

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 from taskbench import backends
 from taskbench.results import FaultRecord, FaultSecond, Load, Promise
@@ -141,13 +142,16 @@ def unkept_promises(promise: Promise, *, lost: int, duplicated: int, cause: str 
     return out
 
 
-def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool = True, why: str = "") -> Promise:
+def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool = True, why: str = "",
+               settings: Mapping[str, Any] | None = None) -> Promise:
     """What ``backend`` on ``broker`` promises across a fault, as taskbench configures it: its registry
     entry's :class:`~taskbench.backends.Delivery` on that broker.
 
     ``durable``: the 2xx is sent after the broker holds the task (a queue backend, ``awaited`` enqueue).
     ``broker_keeps``: the broker keeps what it holds across the fault (False: a restart of a broker
     without persistence). ``why``: the case's reason for ``durable`` False (its ``durability`` text).
+    ``settings``: the run's values of the library settings that change the promise
+    (``RunConfig.promise_settings``; left out: the libraries' defaults).
     """
     if not durable:
         if why:
@@ -155,7 +159,7 @@ def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool =
         what = "background tasks" if backend == "background" else f"{backend} with the enqueue after the response"
         return Promise(keeps_accepted=False, no_duplicates=False,
                        text=f"{what} (the 2xx comes before the task is safe: nothing is promised)")
-    delivery = backends.info(backend).delivery_on(broker)
+    delivery = backends.info(backend).delivery_on(broker, settings)
     at_most_once = delivery.guarantee == backends.AT_MOST_ONCE
     return Promise(keeps_accepted=broker_keeps and not at_most_once, no_duplicates=at_most_once,
                    text=f"{backend} on {broker} ({delivery.guarantee}"
