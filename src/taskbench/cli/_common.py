@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -24,8 +25,31 @@ BrokerUrl = Annotated[str | None, typer.Option(help="broker URL (default: the br
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    typer.secho(f"taskbench: {message}", err=True, fg=typer.colors.RED)
+    from taskbench.redaction import redact_text
+
+    typer.secho(f"taskbench: {redact_text(message)}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code)
+
+
+def os_error(exc: OSError) -> str:
+    """An OSError in one line: what failed on which file (a full disk, a read-only folder)."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
+
+
+def writable_folder(folder: Path) -> None:
+    """``--output``: created if missing and written to once, before anything starts; a folder that cannot
+    be (read-only, a file in the way, no permission, a full disk) is one line naming it."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder) as probe:
+            probe.write(b"taskbench")
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as exc:
+        fail(f"--output {folder}: cannot write there ({exc.strerror or exc})")
 
 
 def export(**values: object) -> None:
@@ -99,11 +123,14 @@ def execute(runner: Runner | ScenarioRunner, console: Any) -> Result:
     """
     from taskbench.harness import HarnessError
 
+    writable_folder(runner.out_dir.parent)
     interrupt_on_signals()
     try:
         result = runner.run()
     except HarnessError as exc:
         fail(str(exc))
+    except OSError as exc:  # a file of the run could not be written: the disk filled up, a folder went away
+        fail(os_error(exc))
     except KeyboardInterrupt:
         fail(INTERRUPTED, code=130)
     return result

@@ -8,25 +8,46 @@ from typing import Annotated
 import typer
 
 from taskbench.cli._common import fail
+from taskbench.cli.report import write_or_fail
 
 
 def parse_threshold(text: str) -> float:
-    """``5%``, ``5`` or ``0.05``: a relative change."""
-    value = text.strip().rstrip("%")
+    """``5%`` -> 0.05: a percentage, always with its sign.
+
+    A bare number was read two ways (``0.99`` as 99 %, ``1`` as 1 %), and ``nan`` or ``inf`` switched
+    the gate off (no change is beyond either); so only ``N%`` with 0 <= N < 100 is taken (100 % or more
+    could never call an RPS drop worse).
+    """
+    import math
+
+    value = text.strip()
+    if not value.endswith("%"):
+        fail(f"--threshold takes a percentage with its sign, like 5% or 0.5%, not {text!r}")
     try:
-        number = float(value)
+        number = float(value[:-1])
     except ValueError:
         fail(f"--threshold takes a percentage like 5%, not {text!r}")
-    if number < 0:
-        fail("--threshold must not be negative")
-    return number / 100.0 if text.strip().endswith("%") or number >= 1 else number
+    if not math.isfinite(number) or not 0 <= number < 100:
+        fail(f"--threshold must be a percentage from 0% to below 100%, not {text!r}")
+    return number / 100.0
+
+
+def check_alpha(value: float) -> float:
+    """``--alpha``: a significance level in (0, 0.5]; NaN passed click's range check (every comparison
+    with NaN is false) and made every p-value significant."""
+    import math
+
+    if not math.isfinite(value) or not 1e-6 <= value <= 0.5:
+        raise typer.BadParameter(f"must be between 1e-06 and 0.5, not {value}")
+    return value
 
 
 def compare(
     results: Annotated[list[Path], typer.Argument(help="two or more result.json files; the first is the baseline")],
-    threshold: Annotated[str, typer.Option(help="smallest change that counts, e.g. 5% (and beyond the noise)")] = "5%",
-    alpha: Annotated[float, typer.Option(help="significance level of the Mann–Whitney U test", min=1e-6,
-                                         max=0.5)] = 0.05,
+    threshold: Annotated[str, typer.Option(
+        help="smallest change that counts, a percentage with its sign: 5% (and beyond the noise)")] = "5%",
+    alpha: Annotated[float, typer.Option(help="significance level of the Mann–Whitney U test (1e-06 to 0.5)",
+                                         callback=check_alpha)] = 0.05,
     format: Annotated[str, typer.Option("--format", help="table | html")] = "table",
     output: Annotated[Path | None, typer.Option(help="html: the file to write (default compare.html)")] = None,
 ) -> None:
@@ -56,7 +77,7 @@ def compare(
     console = Console()
     if format == "html":
         target = output or Path("compare.html")
-        target.write_text(render_html(loaded, labels, comparisons, threshold=limit, alpha=alpha))
+        write_or_fail(target, render_html(loaded, labels, comparisons, threshold=limit, alpha=alpha))
         console.print(str(target))
     else:
         for cmp in comparisons:

@@ -13,7 +13,9 @@ from taskbench.cli._common import (
     backend_names,
     fail,
     interrupt_on_signals,
+    os_error,
     show_progress,
+    writable_folder,
 )
 
 
@@ -31,6 +33,7 @@ def ceiling(
     from taskbench.harness.commands.ceiling import measure_ceiling
     from taskbench.harness.config import Placement, RunConfig
 
+    writable_folder(output)
     interrupt_on_signals()
     try:
         config = RunConfig(load=LoadSpec(users=users, requests=requests, processes=driver_processes),
@@ -38,6 +41,8 @@ def ceiling(
         data = measure_ceiling(config)
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
+    except OSError as exc:
+        fail(os_error(exc))
     except KeyboardInterrupt:
         fail(INTERRUPTED, code=130)
     lat = data.latency_ms
@@ -95,6 +100,7 @@ def drain(
         fail(f"--format must be table or json, not {format!r}")
     if workload not in ("io/simple", "noop"):
         fail(f"--workload must be io/simple or noop, not {workload!r}")
+    writable_folder(output)
     interrupt_on_signals()
     try:
         names = backend_names(backends)  # each on its default broker (a private PostgreSQL for those queues)
@@ -106,6 +112,8 @@ def drain(
                          paired=paired, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
+    except OSError as exc:
+        fail(os_error(exc))
     except KeyboardInterrupt:
         fail(INTERRUPTED, code=130)
     ratios = ledger_ratios(rows)
@@ -199,6 +207,7 @@ def overhead(
         if not sep or not name.replace("_", "").isalnum():
             fail(f"--api-setting takes NAME=VALUE (a TASKBENCH_* setting without the prefix), not {item!r}")
         api_env[f"TASKBENCH_{name.upper()}"] = value
+    writable_folder(output)
     interrupt_on_signals()
     try:
         config = OverheadConfig(
@@ -208,6 +217,8 @@ def overhead(
         result, path = run_overhead(config, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
+    except OSError as exc:
+        fail(os_error(exc))
     except KeyboardInterrupt:
         fail(INTERRUPTED, code=130)
     from taskbench.cli.report import publish

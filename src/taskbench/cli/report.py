@@ -33,7 +33,11 @@ def report(
         folder = output or (result if result is not None and result.is_dir() else Path("results"))
         if not folder.is_dir():
             fail(f"{folder} is not a folder of results")
-        path, count = write_index(folder)
+        try:
+            path, count = write_index(folder, warn=lambda text: typer.secho(f"taskbench: {text}", err=True,
+                                                                            fg=typer.colors.YELLOW))
+        except OSError as exc:
+            fail(f"cannot write {folder / 'index.html'}: {exc.strerror}")
         typer.echo(f"{path}: {count} result(s)")
         return
     if result is None:
@@ -48,7 +52,7 @@ def report(
         from taskbench.report.html import render as render_html
 
         target = output or result.with_name("report.html")
-        target.write_text(render_html(data))
+        write_or_fail(target, render_html(data))
         typer.echo(str(target))
         return
     if format == "json":
@@ -79,6 +83,14 @@ def report(
     render(data, Console())
 
 
+def write_or_fail(target: Path, text: str) -> None:
+    """Write a page the user asked for; a folder that is missing, read-only or full is one line."""
+    try:
+        target.write_text(text)
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc.strerror or exc}")
+
+
 def publish(result: Result, path: Path, folder: Path, say: Callable[[str], None]) -> None:
     """After a run: ``report.html`` beside ``result.json`` and the folder's ``index.html`` brought up to date.
 
@@ -89,7 +101,7 @@ def publish(result: Result, path: Path, folder: Path, say: Callable[[str], None]
 
     try:
         target = path.with_name("report.html")
-        target.write_text(render_html(result))
+        target.write_text(render_html(result.redacted()))
         index, _ = write_index(folder)
     except Exception as exc:
         say(f"report.html not written: {type(exc).__name__}: {exc}")

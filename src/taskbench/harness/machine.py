@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from taskbench.redaction import redact_argv
+
 
 def machine_info() -> dict[str, Any]:
     import psutil
@@ -77,7 +79,7 @@ def result_header(run_id: str, root: Path | None) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": list(sys.argv),
+        "command": redact_argv(sys.argv),  # as typed, but never a password (--redis-url redis://:pw@…)
         "machine": machine_info(),
         "commit": commit_info(root),
     }

@@ -13,6 +13,7 @@ shown with their change but decide nothing.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -93,6 +94,11 @@ def differing_params(a: Result, b: Result) -> list[tuple[str, object, object]]:
 
 def compare(a: Result, b: Result, *, threshold: float = 0.05, alpha: float = 0.05,
             label_a: str = "A", label_b: str = "B") -> Comparison:
+    # a NaN threshold or alpha makes every comparison false: the gate would pass anything
+    if not math.isfinite(threshold) or not 0 <= threshold < 1:
+        raise ValueError(f"threshold must be a fraction from 0 to below 1, not {threshold}")
+    if not math.isfinite(alpha) or not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
     by_key_b = {case_key(c): c for c in b.cases}
     keys_a = [case_key(c) for c in a.cases]
     cases = []
@@ -111,8 +117,8 @@ def compare(a: Result, b: Result, *, threshold: float = 0.05, alpha: float = 0.0
 
 
 def decide(metric: Metric, threshold: float, alpha: float) -> Verdict:
-    if metric.a is None or metric.b is None:
-        return "untested"
+    if metric.a is None or metric.b is None or not math.isfinite(metric.a) or not math.isfinite(metric.b):
+        return "untested"  # a figure that is no number never passes as "same" (results.load rejects one)
     if metric.name in ("lost", "duplicated"):  # failures, not noise
         return "worse" if metric.b > metric.a else "better" if metric.b < metric.a else "same"
     if metric.test is None:

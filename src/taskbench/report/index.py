@@ -7,6 +7,7 @@ readable result is listed as such rather than stopping the index.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from taskbench.report.page import document, esc, table
@@ -31,8 +32,11 @@ def headline(result: Result) -> str:
     return "; ".join(parts)
 
 
-def write_index(folder: Path) -> tuple[Path, int]:
-    """Write ``folder/index.html``; returns its path and how many results it lists."""
+def write_index(folder: Path, warn: Callable[[str], None] | None = None) -> tuple[Path, int]:
+    """Write ``folder/index.html``; returns its path and how many results it lists.
+
+    A file that is not a readable result (not UTF-8, not JSON, nested too deep, an impossible figure)
+    is listed with what is wrong and said to ``warn``; it never stops the index."""
     rows: list[tuple[str, list[str]]] = []
     for path in sorted(folder.rglob("result.json")):
         link = path.with_name("report.html") if path.with_name("report.html").exists() else path
@@ -40,6 +44,8 @@ def write_index(folder: Path) -> tuple[Path, int]:
         try:
             result = load(path)
         except ResultFormatError as exc:
+            if warn is not None:
+                warn(f"skipped {exc}")
             rows.append(("", ['<td class="l">–</td>', f'<td class="l"><a href="{href}">{esc(path.parent.name)}</a>'
                               "</td>", f'<td class="l bad" colspan="4">{esc(exc)}</td>']))
             continue

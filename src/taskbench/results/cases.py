@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from taskbench.redaction import redact_argv, redact_data, redact_text
 from taskbench.results.model import (
     AuditResult,
     CaseKind,
@@ -45,6 +46,13 @@ class CaseBase(Model):
     exit_codes: dict[str, int | None] = {}
     repeats: list[RepeatRun] = []
     logs: str | None = None
+
+    _redacted_params = field_validator("params")(redact_data)
+
+    @field_validator("failures")
+    @classmethod
+    def _redacted_failures(cls, value: list[str]) -> list[str]:
+        return [redact_text(text) for text in value]
 
     @property
     def name(self) -> str:
@@ -116,6 +124,8 @@ class HttpCase(CaseBase):
     load: Load | None = None
     series: list[SeriesPoint] = []
 
+    _redacted = field_validator("server_argv")(redact_argv)
+
 
 class CeleryCase(CaseBase):
     """Celery workers with one execution pool, fed by a probe that enqueues and waits."""
@@ -123,6 +133,11 @@ class CeleryCase(CaseBase):
     kind: Literal["celery"] = "celery"
     worker_argv: list[list[str]] = []
     probe: dict[str, Any] = {}
+
+    @field_validator("worker_argv")
+    @classmethod
+    def _redacted(cls, value: list[list[str]]) -> list[list[str]]:
+        return [redact_argv(argv) for argv in value]
 
 
 #: the three servers ``taskbench overhead`` loads per backend, in this order in every table
@@ -142,6 +157,8 @@ class OverheadRound(Model):
     #: the server's CPU time (its process and children) while the load ran, and per completed request
     server_cpu_s: float | None = None
     cpu_us_per_request: float | None = None
+
+    _redacted = field_validator("argv")(redact_argv)
 
 
 class OverheadCase(CaseBase):
@@ -257,9 +274,18 @@ class Result(Model):
     machine: Machine = Machine()
     commit: Commit = Commit()
     cases: list[Case] = []
+    # what a result records of command lines and URLs never holds a password: a file written before
+    # this rule (or by hand) is masked when it is read, so no page renders one either
+    _redacted_command = field_validator("command")(redact_argv)
+    _redacted_data = field_validator("config", "redis")(redact_data)
 
     def passed(self) -> bool:
         return all(passed(case) for case in self.cases)
 
+    def redacted(self) -> Result:
+        """This result validated again, so that failures and parameters added to it after it was made
+        pass the redaction too (a list appended to is not validated)."""
+        return type(self).model_validate(self.model_dump())
+
     def to_json(self) -> str:
-        return self.model_dump_json(indent=1)
+        return self.redacted().model_dump_json(indent=1)

@@ -8,12 +8,14 @@ case's worker command lines as ``workers``, and bookkeeping fields in limit reco
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from taskbench.results.cases import SCHEMA_VERSION, Result
+from taskbench.results.model import FIGURES_CHECKED
 
 #: the figure a repeated case is ranked by (its median run is the row), per case kind
 RANKED_BY = {"queue": "rps", "http": "rps", "celery": "tasks_per_s", "overhead": "rps"}
@@ -23,16 +25,27 @@ class ResultFormatError(ValueError):
     """A file that is not a taskbench result this version can read: one line, naming the file."""
 
 
+#: deeper than this, a result is not one taskbench wrote (its deepest path is about 8 levels)
+MAX_DEPTH = 32
+
+
 def load(path: Path) -> Result:
-    """Read, upgrade and validate a result file."""
+    """Read, upgrade and validate a result file; anything wrong with it is one :class:`ResultFormatError`
+    naming the file (never a traceback: not UTF-8, nested too deep, an impossible figure)."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise ResultFormatError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultFormatError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultFormatError(f"{path} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise ResultFormatError(f"{path} is not a taskbench result (JSON nested too deep)") from None
     try:
         return parse(data)
     except ResultFormatError as exc:
@@ -40,9 +53,15 @@ def load(path: Path) -> Result:
 
 
 def parse(data: Any) -> Result:
-    """A result of any known schema, as the current model."""
+    """A result of any known schema, as the current model.
+
+    Figures are checked as well as typed: a number that is not finite (``NaN``, ``Infinity``, ``1e999``)
+    anywhere, or a negative count, rate, latency or duration, is an error naming the field, so a
+    hand-edited file cannot make ``report`` show, or ``compare`` pass, what no run can measure.
+    """
     if not isinstance(data, dict):
         raise ResultFormatError("not a taskbench result (not a JSON object)")
+    _check_numbers(data)
     version = data.get("schema_version", data.get("schema"))
     if not isinstance(version, int):
         raise ResultFormatError("not a taskbench result (no schema version)")
@@ -52,12 +71,28 @@ def parse(data: Any) -> Result:
     if version == 1:
         data = upgrade_v1(data)
     try:
-        return Result.model_validate(data)
+        return Result.model_validate(data, context={FIGURES_CHECKED: True})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ResultFormatError(f"not a valid taskbench result: {where}: {first['msg']} "
+        raise ResultFormatError(f"not a valid taskbench result: {where}: {first['msg'].removeprefix('Value error, ')} "
                                 f"({exc.error_count()} problem(s))") from None
+
+
+def _check_numbers(data: Any) -> None:
+    """Every number finite, and the data no deeper than :data:`MAX_DEPTH` (walked without recursion)."""
+    todo: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while todo:
+        value, where, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise ResultFormatError(f"not a taskbench result (nested deeper than {MAX_DEPTH} levels at "
+                                    f"{where[:80]})")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ResultFormatError(f"{where}: not a finite number ({value})")
+        if isinstance(value, dict):
+            todo.extend((v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((v, f"{where}.{i}" if where else str(i), depth + 1) for i, v in enumerate(value))
 
 
 def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:

@@ -8,9 +8,9 @@ figure fails where it is written, not when a report renders. The cases and the w
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
 Status = Literal["ok", "errors", "failed"]
 #: the driver's error kind of a 409: the task id was already submitted in the run (an answer of the
@@ -23,10 +23,36 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+#: the validation context key under which :class:`Figures` are checked (``results.parse``: a file read)
+FIGURES_CHECKED = "figures_checked"
+
+
+class Figures(Model):
+    """A record of measured figures: counts, rates, latencies and durations, none of them negative.
+
+    Checked when a file is read (:func:`taskbench.results.parse` validates with :data:`FIGURES_CHECKED`),
+    so a hand-edited ``"lost": -3`` is an error naming the field instead of a table that shows it or a
+    comparison that passes it; the harness's own models are not re-checked as it builds them.
+    """
+
+    #: figures that are offsets between two processes' clocks, which a little skew can make negative
+    signed: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="after")
+    def _not_negative(self, info: ValidationInfo) -> Self:
+        if info.context and info.context.get(FIGURES_CHECKED):
+            for name in type(self).model_fields:
+                value = getattr(self, name)
+                if isinstance(value, int | float) and not isinstance(value, bool) and value < 0 \
+                        and name not in self.signed:
+                    raise ValueError(f"{name} must not be negative, got {value}")
+        return self
+
+
 # -- what the load generator saw -----------------------------------------------------------------
 
 
-class Percentiles(Model):
+class Percentiles(Figures):
     """Milliseconds, from an HDR histogram."""
 
     p50: float = 0.0
@@ -39,7 +65,7 @@ class Percentiles(Model):
     count: float = 0.0
 
 
-class HistogramData(Model):
+class HistogramData(Figures):
     """An HDR histogram in microseconds: ``[bucket key, count]`` pairs (see :mod:`taskbench.histogram`)."""
 
     buckets: list[tuple[int, int]] = []
@@ -49,7 +75,7 @@ class HistogramData(Model):
     max: int = 0
 
 
-class Second(Model):
+class Second(Figures):
     """One second of the load: responses (any status), 2xx, failures, users active."""
 
     t: int
@@ -59,13 +85,13 @@ class Second(Model):
     users: int = 0
 
 
-class DriverCpu(Model):
+class DriverCpu(Figures):
     cpu_s: float
     wall_s: float
     utilization: float
 
 
-class Load(Model):
+class Load(Figures):
     """The driver's account of one load phase (merged over its processes)."""
 
     model: str = "closed"
@@ -99,7 +125,7 @@ class Load(Model):
 # -- what the ledger says ---------------------------------------------------------------------------
 
 
-class Categories(Model):
+class Categories(Figures):
     """Jepsen's queue categories (``total-queue``) for the ids the driver sent.
 
     Fractions are of ``attempted`` (0 when nothing was sent). ``unexpected`` is every id that ran
@@ -124,7 +150,7 @@ class Categories(Model):
     refused: int = 0
 
 
-class AuditResult(Model):
+class AuditResult(Figures):
     """What happened to the accepted tasks of one case."""
 
     accepted: int
@@ -300,7 +326,7 @@ class Cleanup(Model):
 # -- the figures of a row ---------------------------------------------------------------------------
 
 
-class Spread(Model):
+class Spread(Figures):
     """A case run several times: the row is the median run by ``figure``; these are the extremes."""
 
     runs: int
@@ -309,7 +335,7 @@ class Spread(Model):
     max: float
 
 
-class Summary(Model):
+class Summary(Figures):
     """The figures a table shows for one case; which ones are set depends on the case's kind."""
 
     # load (queue and http)
@@ -335,6 +361,8 @@ class Summary(Model):
     e2e_p95_ms: float | None = None
     #: the workers' rate: executions per second from the first task's start to the last one's finish
     executed_per_s: float | None = None
+    signed = frozenset({"restart_ready_s", "accepting_again_s", "executing_again_s", "executing_90_s",
+                        "first_execution_s"})
     # queue: an injected fault
     fault: str | None = None
     restart_ready_s: float | None = None

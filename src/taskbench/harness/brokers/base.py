@@ -30,6 +30,7 @@ from pathlib import Path
 from taskbench.harness import HarnessError
 from taskbench.net import free_port, listening
 from taskbench.procgroup import Managed
+from taskbench.redaction import redact  # re-exported: the servers' URLs are recorded redacted
 from taskbench.wait import WaitTimeoutError, wait_until
 
 __all__ = ["PrivateServer", "group_members", "redact", "write_secret"]
@@ -40,17 +41,6 @@ def write_secret(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(text)
-
-
-def redact(url: str) -> str:
-    """A URL with its password replaced by ***."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
 
 
 def group_members(pgid: int) -> list[int]:
@@ -193,6 +183,16 @@ class PrivateServer:
         group, as PostgreSQL's do, names them itself). A stall freezes all of them, a crash kills all."""
         pid = self.proc.pid
         return [pid, *(p for p in group_members(pid) if p != pid)]
+
+    def exit_note(self, lines: int = 4) -> str | None:
+        """None while the server runs; once it exited on its own, one line with its exit code and the
+        end of its log, which holds the real cause (``Short write while writing to the AOF file``: a full
+        disk), where its clients only saw a refused connection."""
+        if self.proc.popen is None or self.proc.alive():
+            return None
+        tail = " | ".join(line.strip() for line in self.proc.tail(lines).splitlines() if line.strip())
+        return (f"{self.name}-server exited (code {self.proc.exit_code()}) during the case; its log "
+                f"({self.log_path}) ends: {tail or '(empty)'}")
 
     def stop(self) -> None:
         self.proc.stop(timeout=self.stop_timeout, first=self.stop_signal)

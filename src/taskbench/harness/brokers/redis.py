@@ -24,15 +24,27 @@ __all__ = ["BIND_ATTEMPTS", "EmbeddedRedis", "RunRedis", "broker_durability", "c
 
 
 def describe(url: str) -> str:
+    """Where a Redis URL points: ``host:port``, or the socket path of a ``unix://`` URL."""
     parts = urlsplit(url)
-    return f"{parts.hostname or '127.0.0.1'}:{parts.port or 6379}"
+    if parts.scheme == "unix":
+        return f"socket {parts.path or '(no path)'}"
+    try:
+        port = parts.port
+    except ValueError:  # a port that is no number, or out of range: check_reachable says so
+        port = None
+    return f"{parts.hostname or '127.0.0.1'}:{port or 6379}"
 
 
 def check_reachable(url: str, timeout: float = 3.0) -> None:
-    """One PING; an unreachable server is reported by host and port, not as a traceback."""
+    """One PING; an unreachable server is reported by host and port (or socket path), not as a traceback,
+    and so is a URL that is not a Redis URL (the URL said with its password masked)."""
     import redis
 
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    except (ValueError, TypeError) as exc:
+        raise HarnessError(f"{redact(url)} is not a Redis URL (redis://[[user]:password@]host[:port][/db], "
+                           f"rediss://… or unix:///path.sock): {exc}") from None
     try:
         client.ping()
     except redis.exceptions.AuthenticationError as exc:
@@ -41,6 +53,8 @@ def check_reachable(url: str, timeout: float = 3.0) -> None:
         raise HarnessError(f"cannot reach Redis at {describe(url)}: {exc}") from None
     except redis.exceptions.ResponseError as exc:
         raise HarnessError(f"Redis at {describe(url)} answered an error: {exc}") from None
+    except (redis.exceptions.RedisError, ValueError) as exc:  # a host name that cannot be encoded, …
+        raise HarnessError(f"cannot use {redact(url)}: {type(exc).__name__}: {exc}") from None
     finally:
         client.close()
 
@@ -217,6 +231,13 @@ class RunRedis:
     broker_url: str  # where the Redis backends' tasks travel
     info: dict[str, Any]
     broker: EmbeddedRedis | None = None  # the embedded broker server (a fault may restart it)
+    ledger: EmbeddedRedis | None = None  # the embedded ledger server
+
+    def exit_notes(self) -> list[str]:
+        """A line for each embedded server that exited on its own, with the end of its log (a full disk
+        stops a broker whose AOF cannot be written: its clients only see a refused connection)."""
+        return [note for server in (self.ledger, self.broker) if server is not None
+                for note in [server.exit_note()] if note]
 
     @property
     def shared(self) -> bool:
@@ -262,7 +283,7 @@ def provide_redis(
         else:
             info["broker_url"] = redact(broker_url or "") or "not Redis"
         try:
-            yield RunRedis(ledger.url, broker.url if broker else (broker_url or ledger.url), info, broker)
+            yield RunRedis(ledger.url, broker.url if broker else (broker_url or ledger.url), info, broker, ledger)
         finally:
             if broker is not None:
                 broker.stop()

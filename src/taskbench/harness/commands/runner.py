@@ -354,6 +354,7 @@ class Runner:
             if broker_client is not None:
                 broker_client.close()
         failures += stop_failures(stack.procs)
+        failures[:0] = redis.exit_notes()  # the cause first: a dead Redis is why its clients got no answer
         case.audit = report
         injected = case.fault is not None and case.fault.injected
         if report is not None and injected:
