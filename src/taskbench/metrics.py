@@ -87,6 +87,12 @@ def _registry() -> CollectorRegistry | None:
     return _local
 
 
+def final_key(prefix: str) -> str:
+    """Hash of component -> the exposition text of its counters as it stopped (a worker stopped before the
+    audit, after a drain timeout, can no longer be scraped; the cross-check reads this instead)."""
+    return f"{prefix}metrics-final"
+
+
 def exposition_registry() -> CollectorRegistry:
     """The registry a ``/metrics`` endpoint of this process serves."""
     path = os.environ.get(ENV)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from taskbench import backends, heap
 from taskbench.backends.base import CountsQueue, WorkerContext
-from taskbench.metrics import exposition_registry
+from taskbench.metrics import exposition_registry, final_key
 from taskbench.settings import Settings
 from taskbench.workloads import Workloads
 
@@ -28,16 +28,20 @@ DEPTH_INTERVAL = 1.0
 @contextlib.asynccontextmanager
 async def metrics_server(settings: Settings, workloads: Workloads, component: str) -> AsyncIterator[str]:
     """Serve this process's /metrics (with its pool children's) and register its URL in Redis."""
-    from prometheus_client import start_http_server
+    from prometheus_client import generate_latest, start_http_server
 
-    server, thread = start_http_server(settings.metrics_port, addr=settings.metrics_host,
-                                       registry=exposition_registry())
+    registry = exposition_registry()
+    server, thread = start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=registry)
     url = f"http://{settings.metrics_host}:{server.server_port}/metrics"
     await workloads.redis.hset(settings.metrics_key, component, url)
     try:
         yield url
     finally:
-        # the harness scrapes after the stop, so the URL stays registered; the run's cleanup deletes it
+        # the counters as this process stops: the harness reads them once it can no longer scrape them
+        # (workers stopped before the audit, after a drain timeout); a Redis that is gone gets none
+        with contextlib.suppress(Exception):
+            await workloads.redis.hset(final_key(settings.prefix), component, generate_latest(registry).decode())
+        # the URL stays registered; the run's cleanup deletes it
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

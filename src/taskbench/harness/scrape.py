@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from taskbench.wait import wait_until
@@ -24,10 +24,15 @@ TOTALS = (
 
 def scrape(url: str, timeout: float = 5.0) -> dict[str, float]:
     """Sum of every sample of each counter in ``TOTALS`` (and the request count) at one endpoint."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback URLs we registered
         text = resp.read().decode()
+    return totals_of(text)
+
+
+def totals_of(text: str) -> dict[str, float]:
+    """Sum of every sample of each counter in ``TOTALS`` in an exposition text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     sums: dict[str, float] = dict.fromkeys(TOTALS, 0.0)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -36,10 +41,12 @@ def scrape(url: str, timeout: float = 5.0) -> dict[str, float]:
     return sums
 
 
-def cross_check(urls: dict[str, str], ledger_executions: int, *, settle: float = 3.0) -> dict[str, Any]:
+def cross_check(urls: dict[str, str], ledger_executions: int, *, settle: float = 3.0,
+                finals: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Scrape every component; ``succeeded`` summed over them must equal the ledger's executions.
 
     A task increments its counter just after its ledger write, so a short settle time is allowed.
+    ``finals``: a component's counters as it stopped (exposition text), read when it cannot be scraped.
     """
     def attempt() -> dict[str, Any]:
         components: dict[str, Any] = {}
@@ -47,7 +54,8 @@ def cross_check(urls: dict[str, str], ledger_executions: int, *, settle: float =
             try:
                 components[name] = scrape(url)
             except (urllib.error.URLError, OSError, ValueError) as exc:
-                components[name] = {"error": f"{url}: {exc}"}
+                components[name] = (totals_of(finals[name]) if finals and name in finals
+                                    else {"error": f"{url}: {exc}"})
         totals = _add(c for c in components.values() if "error" not in c)
         match = totals.get("taskbench_tasks_succeeded_total", 0) == ledger_executions
         errors = [c["error"] for c in components.values() if "error" in c]

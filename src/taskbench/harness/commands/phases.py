@@ -26,6 +26,7 @@ from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.scrape import cross_check
 from taskbench.ledger import Ledger
 from taskbench.ledger_rows import Rows
+from taskbench.metrics import final_key
 from taskbench.procgroup import Managed
 from taskbench.results import AuditResult, Cleanup, FaultRecord, Load, MetricsCheck, Status, Summary
 from taskbench.settings import Settings
@@ -73,6 +74,17 @@ class Drain:
     failures: list[str] = field(default_factory=list)
     #: workers that exited on their own and were started again, one line each
     revived: list[str] = field(default_factory=list)
+    #: why the wait ended before every task ran (a timeout, a stall), without a count: the count is the
+    #: audit's, taken once the workers are stopped (:meth:`lines`), so the run says one number
+    ended: str | None = None
+
+    def lines(self, lost: int | None) -> list[str]:
+        """The failures, with the reason the wait ended and the audit's count of tasks that never ran."""
+        if self.ended is None:
+            return list(self.failures)
+        count = (f"{lost} accepted tasks had not run when the workers were stopped (the audit counts them lost)"
+                 if lost is not None else "the audit could not count the tasks that had not run")
+        return [*self.failures, f"{self.ended}: {count}"]
 
 
 #: ``--restart-workers`` starts exited workers again at most this many times a case (a crash loop ends)
@@ -158,11 +170,8 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
                 result.failures.append(msg)
                 say(msg)
         if stall is not None and time.time() - progress_at > stall:
-            left = max(0, target - last_count) if last_count >= 0 else target
-            msg = (f"drain stalled: no task ran for {stall:.0f} s with {left} accepted tasks not run; "
-                   "stopped waiting (the audit counts them lost)")
-            result.failures.append(msg)
-            return msg
+            result.ended = f"drain stalled: no task ran for {stall:.0f} s, stopped waiting"
+            return result.ended
         workers = [p for p in procs.procs if p.name.startswith("worker")]
         api_dead = any(p.name == "api" for p in procs.dead())
         if (workers and all(not p.alive() for p in workers)) or (api_dead and not workers):
@@ -175,10 +184,8 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
     except WaitTimeoutError:
         return result
     if not result.drained:
-        left = patient.call(lambda: len(ledger.unseen(client, waiting)), None)
-        result.failures.append(f"drain timeout: {timeout:.0f} s after the load ended, "
-                               + (f"{left} accepted tasks had not run" if left is not None else
-                                  f"{patient.server} did not answer ({patient.error})"))
+        result.ended = f"drain timeout: {timeout:.0f} s after the load ended" + (
+            f" ({patient.server} did not answer: {patient.error})" if patient.stalled else "")
     return result
 
 
@@ -230,21 +237,41 @@ def read_ledger(client: Any, ledger: Ledger, *, say: Say,
     return rows, []
 
 
+def stop_executors(procs: ProcessSet, has_worker: bool) -> list[str]:
+    """Stop what runs the tasks (the workers; the API of a backend without them) before the audit of a
+    drain that did not end: while they run, the drain's count, the audit's and the metrics' would each be
+    a figure of another moment. The names stopped."""
+    names = [p.name for p in procs.procs if p.name.startswith("worker")] if has_worker else ["api"]
+    return procs.stop_some(names)
+
+
 def check_metrics(client: Any, settings: Settings, port: int, executions: int,
-                  fault: FaultRecord | None, revived: list[str] | None = None) -> tuple[MetricsCheck, list[str]]:
-    """The processes' own counters against the ledger: succeeded == executions. Returns the check and failures."""
+                  fault: FaultRecord | None, revived: list[str] | None = None,
+                  stopped: list[str] | None = None) -> tuple[MetricsCheck, list[str]]:
+    """The processes' own counters against the ledger: succeeded == executions. Returns the check and failures.
+
+    ``stopped``: processes stopped before the audit (:func:`stop_executors`): a worker's counters are the
+    ones it wrote as it stopped; an API's went with it, so the audit is the account.
+    """
     urls = {"api": f"http://127.0.0.1:{port}/metrics"}
     patient = Patient(server_of(client), lambda _: None, purpose="the workers' metrics URLs")
     registered = read_patiently(lambda: client.hgetall(settings.metrics_key), patient, READ_TIMEOUT / 3)
-    if registered is None:
+    finals = read_patiently(lambda: client.hgetall(final_key(settings.prefix)), patient, READ_TIMEOUT / 3)
+    if registered is None or finals is None:
         error = f"could not read the workers' metrics URLs: {patient.server} did not answer ({patient.error})"
         return MetricsCheck(ledger_executions=executions, errors=[error]), [f"metrics: {error}"]
+    if stopped and "api" in stopped:
+        checked = MetricsCheck(ledger_executions=executions,
+                               note="the API ran the tasks and was stopped at the drain's end, its counters with "
+                                    "it; the ledger's audit is the account of this run")
+        return checked, []
     urls.update({_text(k): _text(v) for k, v in registered.items()})
     injected = fault is not None and fault.injected
     # a SIGKILLed worker's counters are gone: no wait makes them add up (a paused one may catch up)
     killed = injected and fault is not None and fault.fault.startswith("kill-worker")
     settle = 0.0 if killed else 0.5 if injected else 3.0
-    checked = MetricsCheck.model_validate(cross_check(urls, executions, settle=settle))
+    checked = MetricsCheck.model_validate(cross_check(urls, executions, settle=settle,
+                                                      finals={_text(k): _text(v) for k, v in finals.items()}))
     if checked.match:
         return checked, []
     if injected and fault is not None:

@@ -35,6 +35,7 @@ from taskbench.harness.commands.phases import (
     queue_summary,
     read_ledger,
     settle,
+    stop_executors,
     stop_failures,
     supervised,
     warm_up,
@@ -319,12 +320,13 @@ class Runner:
                 # drain that waited for them in vain is the loss (audited), not a failure of its own
                 drain_ok = drained.drained or (injector is not None and injector.record.injected
                                                and not promise.keeps_accepted)
-                if drain_ok and not drained.drained:
-                    say(f"{'; '.join(drained.failures)} ({promise.text}: audited as lost)")
-                else:
-                    failures += drained.failures
+                stopped: list[str] = []
                 if not drained.drained:
                     time.sleep(cfg.late_grace)  # a straggler finishing now is counted late, not lost
+                    # what runs the tasks stops before the audit, so the drain, the audit and the metrics
+                    # give one number of tasks that never ran (the workers' counters as they stopped)
+                    with progress.phase(f"[{name}] stop the workers"):
+                        stopped = stop_executors(stack.procs, backend.has_worker)
                 with progress.phase(f"[{name}] audit"):
                     rows, read_failures = read_ledger(client, ledger, say=say)
                     failures += read_failures
@@ -333,6 +335,11 @@ class Runner:
                         ignore_prefix=WARMUP_PREFIX, start=load_start, corrupt=rows.corrupt,
                         failed_ids=load.failed_ids, refused_ids=load.refused_ids()).to_model()
                 case.load = load.to_model()
+                lines = drained.lines(None if report is None else report.lost)
+                if drain_ok and not drained.drained:
+                    say(f"{'; '.join(lines)} ({promise.text}: audited as lost)")
+                else:
+                    failures += lines
                 if rows is not None:
                     if case.fault is not None:
                         case.fault = summarize(case.fault, rows.times, case.load, promise,
@@ -340,7 +347,7 @@ class Runner:
                         load_times = {k: v for k, v in rows.times.items() if not k.startswith(WARMUP_PREFIX)}
                         case.fault = broker_restart.sent_before(case.fault, load_times)
                     case.metrics, metric_failures = check_metrics(client, settings, port, sum(rows.counts.values()),
-                                                                  case.fault, case.revived)
+                                                                  case.fault, case.revived, stopped)
                     failures += metric_failures
                 case.limits = stack.limit_records()
                 case.fault_limits = fault_limits

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -101,6 +101,21 @@ class ProcessSet:
     def dead(self) -> list[Managed]:
         return [p for p in self.procs if not p.alive()]
 
+    def _stop(self, proc: Managed) -> None:
+        self.exit_codes[proc.name] = code = proc.stop(timeout=self.stop_timeout)
+        if code == -signal.SIGKILL and proc.dumps_stacks:
+            self.stacks[proc.name] = proc.log_path
+
+    def stop_some(self, names: Collection[str]) -> list[str]:
+        """Stop these processes now, as :meth:`stop_all` would, and leave the others running; the names
+        stopped (their exit codes join :attr:`exit_codes`)."""
+        with _interrupts_deferred(), self._lock:
+            chosen = [p for p in self.procs if p.name in names]
+            for proc in chosen:
+                self._stop(proc)
+                self.procs.remove(proc)
+        return [p.name for p in chosen]
+
     def stop_all(self) -> dict[str, int | None]:
         # Reverse start order: the API (no new tasks) before the workers, servers last. A second
         # Ctrl-C (or a signal forwarded twice, as uv and timeout do) must not cut this loop short:
@@ -108,9 +123,7 @@ class ProcessSet:
         with _interrupts_deferred(), self._lock:
             self._closed = True
             for proc in reversed(self.procs):
-                self.exit_codes[proc.name] = code = proc.stop(timeout=self.stop_timeout)
-                if code == -signal.SIGKILL and proc.dumps_stacks:
-                    self.stacks[proc.name] = proc.log_path
+                self._stop(proc)
             self.procs.clear()
         return self.exit_codes
 

@@ -1,0 +1,40 @@
+"""A drain that times out: the workers stop before the audit, so the run says one number of tasks that never ran."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from taskbench.driver import LoadSpec
+from taskbench.harness.commands.runner import Runner
+from taskbench.harness.config import Placement, RunConfig
+from taskbench.results import QueueCase
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_timed_out_drain_gives_one_number_everywhere(redis_url: str, out_dir: Path) -> None:
+    # one worker running one 0.3 s task at a time is far behind 40 tasks when the 1 s drain times out
+    config = RunConfig(backends=("arq",), load=LoadSpec(users=5, requests=40), redis_url=redis_url,
+                       output=out_dir, warmup=2, drain_timeout=1, concurrency=1, io_delay=0.3,
+                       placement=Placement.parse("auto"))
+    said: list[str] = []
+    result = Runner(config, say=said.append).run()
+    (case,) = result.cases
+    assert isinstance(case, QueueCase) and case.audit is not None and case.metrics is not None
+    assert case.status == "failed"
+    (line,) = [f for f in case.failures if f.startswith("drain timeout")]
+    match = re.fullmatch(r"drain timeout: 1 s after the load ended: (\d+) accepted tasks had not run when the "
+                         r"workers were stopped \(the audit counts them lost\)", line)
+    assert match, line
+    unrun = int(match.group(1))
+    assert unrun > 0
+    assert unrun == case.audit.lost == case.summary.lost  # the drain's figure is the audit's
+    # the worker's counters as it stopped: the same executions as the ledger's, no disagreement
+    assert case.metrics.match, case.metrics
+    assert case.metrics.totals["taskbench_tasks_succeeded_total"] == case.metrics.ledger_executions
+    assert not [f for f in case.failures if f.startswith("metrics")], case.failures
+    assert case.audit.executed == case.summary.accepted - unrun
+    assert case.exit_codes.get("worker-0") in (0, -15), case.exit_codes
