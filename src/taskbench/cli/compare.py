@@ -78,7 +78,7 @@ def compare(
     if format == "html":
         target = output or Path("compare.html")
         write_or_fail(target, render_html(loaded, labels, comparisons, threshold=limit, alpha=alpha))
-        console.print(str(target))
+        console.print(str(target), markup=False)
     else:
         for cmp in comparisons:
             render(cmp, console, threshold=limit, alpha=alpha)

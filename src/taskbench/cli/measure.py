@@ -228,6 +228,6 @@ def overhead(
         sys.stdout.write(json.dumps(view.ratios(result, str(path)), indent=1) + "\n")
     else:
         view.render(result, Console())
-        console.print(f"result: {path}")
+        console.print(f"result: {path}", markup=False)
     if not result.passed():
         raise typer.Exit(1)

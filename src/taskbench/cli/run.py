@@ -133,7 +133,7 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
         fail(str(exc))
 
     scale = f", profile {found.profile}" if found.profile else ""
-    console.print(f"[dim]scenario {found.name}: {len(runner.cases)} case(s) from {found.path}{scale}[/]")
+    console.print(f"[dim]{escape(f'scenario {found.name}: {len(runner.cases)} case(s) from {found.path}{scale}')}[/]")
     _finish(runner, console, render, output)
 
 
@@ -145,7 +145,7 @@ def _finish(runner: Runner | ScenarioRunner, console: Console, render: Callable[
     show_progress(console)
     result = execute(runner, console)
     render(result, Console())
-    console.print(f"result: {runner.result_path()}")
-    publish(result, runner.result_path(), output, console.print)
+    console.print(f"result: {runner.result_path()}", markup=False)  # --output is the user's: a "[" is text
+    publish(result, runner.result_path(), output, lambda text: console.print(text, markup=False))
     if not result.passed():
         raise typer.Exit(1)

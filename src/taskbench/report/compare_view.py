@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from taskbench.histogram import Histogram
@@ -44,13 +45,15 @@ def _p(metric: Metric) -> str:
 def render(cmp: Comparison, console: Console, *, threshold: float, alpha: float) -> None:
     if not console.is_terminal:
         console.width = max(console.width, 120)
-    console.print(f"[bold]{cmp.label_b}[/] against [bold]{cmp.label_a}[/] "
+    # labels are folder names, cases and parameters come from the files: text, never markup
+    label_a, label_b = escape(cmp.label_a), escape(cmp.label_b)
+    console.print(f"[bold]{label_b}[/] against [bold]{label_a}[/] "
                   f"(worse: beyond {100 * threshold:g} % and Mann–Whitney p < {alpha:g})")
     for name, va, vb in cmp.differing:
-        console.print(f"[dim]parameter {name}: {va!r} → {vb!r}[/]")
+        console.print(f"[dim]{escape(f'parameter {name}: {va!r} → {vb!r}')}[/]")
     for case in cmp.cases:
-        t = Table(title=case.name, title_justify="left")
-        for header, justify in (("metric", "left"), (cmp.label_a, "right"), (cmp.label_b, "right"),
+        t = Table(title=escape(case.name), title_justify="left")
+        for header, justify in (("metric", "left"), (label_a, "right"), (label_b, "right"),
                                 ("change", "right"), ("p", "right"), ("verdict", "left")):
             t.add_column(header, justify=justify)  # type: ignore[arg-type]
         for m in case.metrics:
@@ -59,9 +62,9 @@ def render(cmp: Comparison, console: Console, *, threshold: float, alpha: float)
                       f"[{style}]{VERDICT_TEXT[m.verdict]}[/]")
         console.print(t)
     for name in cmp.only_a:
-        console.print(f"[yellow]only in {cmp.label_a}: {name}[/]")
+        console.print(f"[yellow]only in {label_a}: {escape(name)}[/]")
     for name in cmp.only_b:
-        console.print(f"[yellow]only in {cmp.label_b}: {name}[/]")
+        console.print(f"[yellow]only in {label_b}: {escape(name)}[/]")
     if not cmp.cases:
         console.print("[yellow]no case of the two results has the same parameters[/]")
 

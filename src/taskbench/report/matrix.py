@@ -143,12 +143,14 @@ _STYLE = {"ok": "green", "errors": "yellow", "failed": "bold red"}
 
 
 def rich_table(matrix: Matrix, title: str = "fault matrix") -> Table:
+    from rich.markup import escape
     from rich.table import Table
 
+    # ``title`` is markup (the caller escapes what it took from the result); rows, columns and cells are text
     table = Table(title=title, title_justify="left", caption=LEGEND, caption_justify="left")
     table.add_column("backend", justify="left")
     for column in matrix.columns:
-        table.add_column(column, justify="left")
+        table.add_column(escape(column), justify="left")
     for row in matrix.rows:
         cells = []
         for column in matrix.columns:
@@ -157,8 +159,8 @@ def rich_table(matrix: Matrix, title: str = "fault matrix") -> Table:
                 cells.append("[dim]·[/]")
                 continue
             style = _STYLE.get(cell.status, "bold red")
-            cells.append(f"[{style}]{cell.text}[/] [dim]#{cell.case}[/]")
-        table.add_row(row, *cells)
+            cells.append(f"[{style}]{escape(cell.text)}[/] [dim]#{cell.case}[/]")
+        table.add_row(escape(row), *cells)
     return table
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from taskbench.report.page import cell, document, esc, facts, flatten, table
@@ -66,8 +67,9 @@ def render(result: Result, console: Console | None = None) -> None:
     rounds = (result.config or {}).get("rounds")
     bound = " or ".join(x for x in (f"{load['requests']} requests" if load.get("requests") else "",
                                     f"{load['duration']:g} s" if load.get("duration") else "") if x)
-    table_ = Table(title=f"taskbench overhead {result.run_id}: io/simple, {load.get('users')} users, {bound} "
-                         f"per server and round, {rounds} rounds, servers {method(result)}", title_justify="left")
+    table_ = Table(title=escape(f"taskbench overhead {result.run_id}: io/simple, {load.get('users')} users, {bound} "
+                                f"per server and round, {rounds} rounds, servers {method(result)}"),
+                   title_justify="left")
     table_.add_column("backend", no_wrap=True)
     for server in OVERHEAD_SERVERS:
         table_.add_column(HEADERS[server], justify="right")
@@ -76,7 +78,7 @@ def render(result: Result, console: Console | None = None) -> None:
                  "CPU ratio\nfloor÷ours", "taskbench\np95 ms", "status"):
         table_.add_column(name, justify="right" if name != "status" else "left")
     for case in cases(result):
-        row = [case.backend]
+        row = [escape(case.backend)]
         for server in OVERHEAD_SERVERS:
             value = case.rps.get(server)
             row += ["–" if value is None else f"{value:.0f}", _spread(case, server)]
@@ -94,10 +96,10 @@ def render(result: Result, console: Console | None = None) -> None:
     console.print(explain(result), style="dim", markup=False)
     for case in cases(result):
         for failure in case.failures:
-            console.print(f"[red]{case.backend}: {failure}[/]")
+            console.print(f"[red]{escape(case.backend)}: {escape(failure)}[/]")
         if case.summary.driver_saturated:
-            console.print(f"[yellow]{case.backend}: the load driver saturated in a round: that round's req/s is "
-                          "a lower bound[/]")
+            console.print(f"[yellow]{escape(case.backend)}: the load driver saturated in a round: that round's "
+                          "req/s is a lower bound[/]")
 
 
 def ratios(result: Result, path: str | None = None) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from taskbench.report import matrix
@@ -101,7 +102,8 @@ def render(result: Result, console: Console | None = None) -> None:
     kind, name, description = _scenario(result)
     cases: list[CaseBase] = list(result.cases)
     with_article = {fig for c in cases for fig in (c.article or {})}
-    table = Table(title=f"taskbench scenario {name} ({result.run_id}): {description}",
+    # every string of a result file is text, not markup: a label "[/]" once crashed the run after it finished
+    table = Table(title=escape(f"taskbench scenario {name} ({result.run_id}): {description}"),
                   title_justify="left")
     table.add_column("case", justify="left")
     shown = columns(kind, cases)
@@ -122,7 +124,7 @@ def render(result: Result, console: Console | None = None) -> None:
     for case in cases:
         s = case.summary
         article = case.article or {}
-        row = [case.name]
+        row = [escape(case.name)]
         for key, _, fmt, fig in shown:
             value = s.figure(key)
             cell = _fmt(value, fmt)
@@ -133,28 +135,28 @@ def render(result: Result, console: Console | None = None) -> None:
                 row.append(_fmt(article.get(fig), fmt))
         if repeated:
             row.append(spread(s))
-        row.append(limits_summary(case))
+        row.append(escape(limits_summary(case)))
         if driven:
             row.append(_fmt(s.driver_cpu_pct, "{:.0f}") + (" SAT" if s.driver_saturated else ""))
         status = case.status
         row.append({"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(status, "[bold red]failed[/]"))
         if "note" in with_article:
-            row.append(str(article.get("note", "")))
+            row.append(escape(str(article.get("note", ""))))
         table.add_row(*row)
     console.print(table)
     grid = matrix.build(result)
     if len(grid.cells) > 1:
-        console.print(matrix.rich_table(grid, title=f"fault matrix of {name} (case numbers after #)"))
+        console.print(matrix.rich_table(grid, title=escape(f"fault matrix of {name} (case numbers after #)")))
     art = result.scenario.article if result.scenario else {}
     if art.get("source"):
-        console.print(f"[dim]article: {art['source']}[/]")
+        console.print(f"[dim]article: {escape(str(art['source']))}[/]")
     if art.get("setup"):
-        console.print(f"[dim]article's setup: {art['setup']}[/]")
+        console.print(f"[dim]article's setup: {escape(str(art['setup']))}[/]")
     for note in notes(result):
         console.print(note)
     for line in series_lines(result):
-        console.print(f"[dim]{line}[/]")
-    console.print(f"[dim]{machine_line(result)}[/]")
+        console.print(f"[dim]{escape(line)}[/]")
+    console.print(f"[dim]{escape(machine_line(result))}[/]")
 
 
 def series_lines(result: Result, points: int = 8) -> list[str]:
@@ -187,19 +189,22 @@ def machine_line(result: Result) -> str:
 
 
 def notes(result: Result) -> list[str]:
-    """What a reader must know to trust the table: saturation, limits not applied, failures."""
+    """What a reader must know to trust the table: saturation, limits not applied, failures (rich markup,
+    every string of the result escaped)."""
     out: list[str] = []
     for case in result.cases:
+        who = escape(case.name)
         if case.summary.driver_saturated:
             load = getattr(case, "load", None)
             reason = (load.saturation_reason if load else None) or "driver CPU ≥ 90 %"
-            out.append(f"[yellow]{case.name}: the load driver was the bottleneck ({reason}); the RPS is a "
+            out.append(f"[yellow]{who}: the load driver was the bottleneck ({escape(reason)}); the RPS is a "
                        "lower bound of the server's[/]")
         for name, record in case.limits.items():
             if not record.applied:
-                out.append(f"[yellow]{case.name}: {name}: limits not applied: " + "; ".join(record.notes) + "[/]")
+                out.append(f"[yellow]{who}: {escape(name)}: limits not applied: "
+                           + escape("; ".join(record.notes)) + "[/]")
         for failure in case.failures:
-            out.append(f"[red]{case.name}: {failure}[/]")
+            out.append(f"[red]{who}: {escape(failure)}[/]")
     if result.scenario is not None and result.scenario.kind != "celery" \
             and not any("bottleneck" in n for n in out):
         out.append("[dim]the load driver was not the bottleneck in any case (every driver process "

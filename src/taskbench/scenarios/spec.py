@@ -75,6 +75,16 @@ _LOAD_KEYS = frozenset(p.name for p in schema.SCHEMA if p.kinds == ("queue", "ht
 TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits", "profile"}
 
 
+#: a scenario's name becomes a folder under --output and the start of every run id of its cases
+#: (``<name>-<YYYYmmddTHHMMSS>-<pid>``, then ``-<case>-<backend>``), which the processes' settings take
+#: as ``[A-Za-z0-9_.-]{1,64}``: so letters, digits, ``_``, ``.`` and ``-``, starting with a letter or digit
+#: (no ``/``, no ``..``, never a hidden folder), and short enough for the longest run id of its cases
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+RUN_ID_MAX = 64
+#: ``-<UTC stamp>-<pid>`` after the name (a pid has at most 7 digits: pid_max is at most 4194304)
+RUN_ID_STAMP = len("-20260101T000000-") + 7
+
+
 class ScenarioError(ValueError):
     """A broken scenario file: the message names the file and the line."""
 
@@ -155,11 +165,16 @@ def load(path: Path, profile: str | None = None) -> Scenario:
 
     ``profile`` names a ``[profile.NAME]`` table of the file whose values override every case."""
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise ScenarioError(f"{path}:{line}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise ScenarioError(f"{path}: not a scenario (nested too deep)") from None
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         found = re.search(r"\(at line (\d+), column (\d+)\)", msg)
@@ -186,6 +201,10 @@ class _Builder:
         for key in ("name", "description", "kind"):
             if not isinstance(data.get(key), str) or not data[key]:
                 raise self.fail(f"{key!r} must be a non-empty string", "", key)
+        name = data["name"]
+        if not NAME.fullmatch(name) or ".." in name:
+            raise self.fail(f"name {name!r} must be letters, digits, '_', '.' and '-', starting with a letter or "
+                            "digit (it names the run's folder under --output)", "", "name")
         kind = data["kind"]
         if kind not in KINDS:
             raise self.fail(f"unknown kind {kind!r}; known: {', '.join(KINDS)}", "", "kind")
@@ -241,6 +260,12 @@ class _Builder:
             match = next((r for r in rows if all(params.get(k) == v for k, v in r["match"].items())), None)
             figures = {k: v for k, v in match.items() if k != "match"} if match else None
             cases.append(Case(index, params, limits, figures, varying))
+        # the longest run id of a case: <name>-<stamp>-<pid>-<case>[-<backend>]
+        suffix = max(len(f"-{c.index}" + (f"-{c.params['backend']}" if kind == "queue" else "")) for c in cases)
+        longest = RUN_ID_MAX - RUN_ID_STAMP - suffix
+        if len(name) > longest:
+            raise self.fail(f"name {name!r} is {len(name)} characters; at most {longest} for this scenario "
+                            f"(a case's run id, name-time-pid-case-backend, must fit {RUN_ID_MAX})", "", "name")
         seed = data.get("seed")
         return Scenario(name=data["name"], description=data["description"], kind=kind, path=self.path,
                         seed=str(seed) if seed is not None else None, article=article, cases=cases,
