@@ -5,6 +5,16 @@ timeout ends is asked for its threads' stacks first (:data:`DUMP_SIGNAL`, which 
 :func:`dump_stacks_on_signal`): they land at the end of its log, so a stop that had to be forced says
 where it hung. Anything else is killed at once.
 
+Every group a process starts this way dies with that process, however it dies (SIGKILL, the OOM
+killer): the first start launches a **reaper** (``python -m taskbench.procgroup``, in a session of its
+own) that holds the read end of a pipe whose write end only the starting process has. Each group is
+announced on the pipe when it starts and withdrawn when it is stopped; when the starter dies, the
+kernel closes the pipe, the reaper reads end-of-file and SIGKILLs every group still announced, then
+exits. A pipe, not a parent-death signal: ``PR_SET_PDEATHSIG`` fires when the *thread* that forked
+exits (a fault's thread restarts workers), is cleared in grandchildren and does not reach a group's
+pool children. Every child also carries :data:`OWNER_ENV` when the starter has it (a run's marker,
+:mod:`taskbench.harness.processes.runs`), so what survives anyway can be found by its environment.
+
 Neutral: the harness's :class:`~taskbench.harness.processes.process_set.ProcessSet` and the drain measurement
 (which runs inside a backend's environment, where the harness is not imported) both use it.
 """
@@ -15,6 +25,8 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +37,99 @@ DUMP_SIGNAL = signal.SIGUSR2
 #: how long the harness gives a component to write its stacks before the SIGKILL
 DUMP_WAIT = 1.0
 COMPONENTS = frozenset({"serve", "worker"})
+#: the marker of the run that started a process, ``<harness pid>:<token>``: every child inherits it
+OWNER_ENV = "TASKBENCH_OWNER"
+
+
+class _Reaper:
+    """The process that kills this process's groups once this process is gone (see the module's text)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._groups: set[int] = set()
+
+    def watch(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.add(pgid)
+            self._send(f"+{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        with self._lock:
+            if pgid in self._groups:
+                self._groups.discard(pgid)
+                self._send(f"-{pgid}\n")
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def _send(self, line: str) -> None:
+        for _ in range(2):  # a reaper that died (killed by hand) is started again with every group
+            if self._proc is None or self._proc.poll() is not None:
+                self._proc = self._start()
+                line = "".join(f"+{g}\n" for g in sorted(self._groups)) + (line if line[0] == "-" else "")
+            try:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write(line.encode())
+                self._proc.stdin.flush()
+                return
+            except (BrokenPipeError, OSError):
+                self._proc = None
+
+    @staticmethod
+    def _start() -> subprocess.Popen[bytes]:
+        # stdin: the pipe (its write end is close-on-exec here, so no other child holds it open);
+        # a session of its own: Ctrl-C on the terminal, or a kill of the harness's group, misses it
+        return subprocess.Popen([sys.executable, "-m", "taskbench.procgroup"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+_reaper = _Reaper()
+
+
+def watch_group(pgid: int) -> None:
+    """SIGKILL process group ``pgid`` when this process dies without having stopped it."""
+    _reaper.watch(pgid)
+
+
+def forget_group(pgid: int) -> None:
+    """The group was stopped: nothing for the reaper to do about it any more."""
+    _reaper.forget(pgid)
+
+
+def reaper_pid() -> int | None:
+    """The reaper of this process's groups (None until the first start)."""
+    return _reaper.pid
+
+
+def _reap(stream: IO[bytes]) -> None:
+    """The reaper's loop: follow the announced groups until end-of-file, then SIGKILL those left."""
+    groups: set[int] = set()
+    for raw in stream:
+        line = raw.strip()
+        if line[:1] == b"+":
+            groups.add(int(line[1:]))
+        elif line[:1] == b"-":
+            groups.discard(int(line[1:]))
+    for pgid in sorted(groups):  # the starter is gone: nothing will stop, audit or wait for them
+        _signal_group(pgid, signal.SIGKILL)
+
+
+def exit_with_parent(parent: int, interval: float = 0.5) -> None:
+    """In a child that is no group leader of its own (a driver process): exit once ``parent`` is gone.
+
+    A thread polls ``getppid()``: it changes only when the whole parent process exits, whichever thread
+    forked (a parent-death signal follows the forking thread).
+    """
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="taskbench-parent-watch", daemon=True).start()
 
 
 def dump_stacks_on_signal() -> None:
@@ -63,6 +168,8 @@ class Managed:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         self.env = dict(env)
+        if OWNER_ENV in os.environ:  # the run's marker: what survives a dead run can be found by it
+            self.env.setdefault(OWNER_ENV, os.environ[OWNER_ENV])
         self.popen = subprocess.Popen(
             self.argv,
             env=self.env,
@@ -72,6 +179,7 @@ class Managed:
             start_new_session=True,  # own process group: stop() reaches its children too
             user=self.user,
         )
+        watch_group(self.popen.pid)
         if self.cpus:
             with contextlib.suppress(OSError):  # affinity is best effort; placement records it
                 os.sched_setaffinity(self.popen.pid, self.cpus)
@@ -112,6 +220,7 @@ class Managed:
                 code = -signal.SIGKILL
         # the leader is gone; anything left in its group (a pool child) gets the same treatment
         _signal_group(pgid, signal.SIGKILL)
+        forget_group(pgid)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -148,3 +257,8 @@ def tree_cpu_seconds(pid: int) -> float:
             continue
         total += times.user + times.system
     return total
+
+
+if __name__ == "__main__":  # the reaper (see the module's text)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _reap(sys.stdin.buffer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import os
 import queue
 import threading
 import time
@@ -78,8 +79,13 @@ def _worker_main(
     spec: LoadSpec,
     barrier: Barrier,
     out: MPQueue[tuple[int, list[dict[str, Any]] | str]],
+    parent: int | None = None,
 ) -> None:
-    """Entry point of one spawned driver process."""
+    """Entry point of one spawned driver process; it exits when ``parent`` (the harness) dies."""
+    if parent is not None:  # a killed harness must not leave its load generator running
+        from taskbench.procgroup import exit_with_parent
+
+        exit_with_parent(parent)
     try:
         # Start all processes together so their per-second rows line up.
         barrier.wait(timeout=_START_GRACE_S)
@@ -128,7 +134,7 @@ def _spawn(templates: list[RequestTemplate], spec: LoadSpec,
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(i, templates, part, barrier, out),
+            args=(i, templates, part, barrier, out, os.getpid()),
             name=f"taskbench-driver-{i}",
             daemon=True,
         )

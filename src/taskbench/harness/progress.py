@@ -140,11 +140,22 @@ def install(reporter: Reporter | None) -> None:
     _current = reporter
 
 
+def phase_of(exc: BaseException) -> str | None:
+    """The innermost phase an exception (an interrupt) left, None if it came outside every phase."""
+    found = getattr(exc, "taskbench_phase", None)
+    return found if isinstance(found, str) else None
+
+
 @contextlib.contextmanager
 def phase(name: str, **kwargs: Any) -> Iterator[None]:
     """A phase of the run, shown by the installed reporter; nothing without one."""
-    if _current is None:
-        yield
-        return
-    with _current.phase(name, **kwargs):
-        yield
+    try:
+        if _current is None:
+            yield
+            return
+        with _current.phase(name, **kwargs):
+            yield
+    except BaseException as exc:  # what an interrupted run was doing: the innermost phase says it
+        if phase_of(exc) is None:
+            exc.taskbench_phase = name  # type: ignore[attr-defined]
+        raise

@@ -56,7 +56,7 @@ def header(result: Result) -> str:
                                   "dirty" if c.dirty else "") if x)
     memory = f"{m.memory_bytes / 2**30:.1f} GiB" if m.memory_bytes else None
     items: list[tuple[str, object]] = [
-        ("created", result.created), ("finished", result.finished),
+        ("created", result.created), ("finished", result.finished), ("interrupted", result.interrupted),
         ("command", " ".join(result.command)), ("commit", commit),
         ("machine", machine_line(result).removeprefix("machine: ")), ("host", m.hostname), ("memory", memory),
         ("usable CPUs", m.usable_cpus),

@@ -52,7 +52,7 @@ def write_index(folder: Path, warn: Callable[[str], None] | None = None) -> tupl
         what = f"scenario {result.scenario.name}" if result.scenario else "run " + ", ".join(
             sorted({getattr(c, "backend", c.name) for c in result.cases}))
         commit = (result.commit.commit or "")[:10] + (" dirty" if result.commit.dirty else "")
-        status = "passed" if result.passed() else "failed"
+        status = "interrupted" if result.interrupted else "passed" if result.passed() else "failed"
         rows.append((result.created, [
             f'<td class="l" data-v="">{esc(result.created.replace("T", " ")[:19])}</td>',
             f'<td class="l"><a href="{href}">{esc(what)}</a></td>',

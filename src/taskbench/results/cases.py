@@ -274,13 +274,16 @@ class Result(Model):
     machine: Machine = Machine()
     commit: Commit = Commit()
     cases: list[Case] = []
+    #: set when Ctrl-C or SIGTERM stopped the run: the phase it was in; the cases hold what was measured
+    interrupted: str | None = None
+
     # what a result records of command lines and URLs never holds a password: a file written before
     # this rule (or by hand) is masked when it is read, so no page renders one either
     _redacted_command = field_validator("command")(redact_argv)
     _redacted_data = field_validator("config", "redis")(redact_data)
 
     def passed(self) -> bool:
-        return all(passed(case) for case in self.cases)
+        return not self.interrupted and all(passed(case) for case in self.cases)
 
     def redacted(self) -> Result:
         """This result validated again, so that failures and parameters added to it after it was made

@@ -50,14 +50,23 @@ class ScenarioRunner:
         return self.out_dir / "result.json"
 
     def run(self) -> Result:
+        from taskbench.harness import progress
         from taskbench.harness.machine import result_header
         from taskbench.harness.processes.envs import project_root
+        from taskbench.harness.processes.runs import registered
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         info = ScenarioInfo.model_validate(self.scenario.to_dict())
         result = Result(kind="scenario", scenario=info, **result_header(self.run_id, project_root()))
         runner = {"queue": self._queue, "http": self._http, "celery": self._celery}[self.scenario.kind]
-        runner(result)
+        with registered(self.output, self.say):  # names a concurrent run, stops a dead one's leftovers
+            try:
+                runner(result)
+            except KeyboardInterrupt as exc:  # what was measured until then, marked interrupted
+                result.interrupted = f"interrupted during {progress.phase_of(exc) or 'the start'}"
+                result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+                self._write(result)
+                raise
         result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         self._write(result)
         return result

@@ -49,6 +49,7 @@ from taskbench.harness.faults.stalls import Patient, redis_client, server_of
 from taskbench.harness.machine import result_header
 from taskbench.harness.processes.envs import ensure_env, project_root, versions
 from taskbench.harness.processes.pinning import pinned
+from taskbench.harness.processes.runs import registered
 from taskbench.harness.processes.stack import Stack
 from taskbench.ledger import Ledger, audit
 from taskbench.net import check_port_free, free_port, healthy, listening
@@ -79,13 +80,30 @@ class Runner:
         self.out_dir = config.output / self.run_id
         self.root = project_root()
         self.private: PrivateServer | None = None  # a RabbitMQ/NATS server started for a broker fault
+        self.partial: QueueCase | None = None  # the case under way: an interrupted run records what it has
 
     # -- public ---------------------------------------------------------------------------
 
     def run(self) -> Result:
-        cfg = self.config
+        """Every case; on Ctrl-C or SIGTERM, ``result.json`` marked interrupted with what was measured."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        result = Result(kind="run", config=cfg.to_dict(), **result_header(self.run_id, self.root))
+        result = Result(kind="run", config=self.config.to_dict(), **result_header(self.run_id, self.root))
+        with registered(self.config.output, self.say):
+            try:
+                return self._run(result)
+            except KeyboardInterrupt as exc:
+                result.interrupted = f"interrupted during {progress.phase_of(exc) or 'the start'}"
+                if self.partial is not None and self.partial not in result.cases:
+                    self.partial.status = "failed"
+                    self.partial.failures.append(result.interrupted)
+                    result.cases.append(self.partial)
+                result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+                write_result(self.result_path(), result)
+                self.say(f"{result.interrupted}: what was measured until then is in {self.result_path()}")
+                raise
+
+    def _run(self, result: Result) -> Result:
+        cfg = self.config
         pythons = {name: self.environment(name) for name in cfg.backends}
         result.environments = {n: versions(str(p)) for n, p in pythons.items()}
         brokers = cfg.brokers  # each backend's broker: --broker, else its own default
@@ -235,6 +253,7 @@ class Runner:
         def say(text: str) -> None:
             self.say(f"[{name}] {text}")
 
+        self.partial = case
         say(f"starting API on 127.0.0.1:{port}" + (f" and {workers} worker(s)" if workers else ""))
         failures: list[str] = []
         stack = Stack({**os.environ, **env_vars}, name=run_id, stop_timeout=cfg.stop_timeout)
@@ -287,6 +306,7 @@ class Runner:
                     load_end = time.time()
                     if injector is not None:
                         injector.load_ended()
+                    case.load = load.to_model()
                     say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
                     with progress.phase(f"[{name}] drain", total=len(load.accepted_ids),
                                         executed=lambda: executed() - warm_accepted,
@@ -334,7 +354,6 @@ class Runner:
                         load.accepted_ids, rows.counts, rows.times, deadline=drained.deadline,
                         ignore_prefix=WARMUP_PREFIX, start=load_start, corrupt=rows.corrupt,
                         failed_ids=load.failed_ids, refused_ids=load.refused_ids()).to_model()
-                case.load = load.to_model()
                 lines = drained.lines(None if report is None else report.lost)
                 if drain_ok and not drained.drained:
                     say(f"{'; '.join(lines)} ({promise.text}: audited as lost)")
