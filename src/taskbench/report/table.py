@@ -29,7 +29,7 @@ def render(result: Result, console: Console | None = None) -> None:
     )
     title = (f"taskbench {result.run_id}: {cfg.get('workload')}, {load.get('model')} load, "
              f"{load.get('users')} users, {bound}")
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")  # every string of a result file is text, not markup
     columns = [
         ("backend", "left"), ("mode", "left"), ("RPS", "right"), ("median\nms", "right"),
         ("p95\nms", "right"), ("p99\nms", "right"), ("all tasks\nrun in s", "right"),
@@ -53,8 +53,8 @@ def render(result: Result, console: Console | None = None) -> None:
         cpu = _num(s.driver_cpu_pct) + (" SAT" if s.driver_saturated else "")
         status = {"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(case.status, "[bold red]failed[/]")
         table.add_row(
-            case.backend + (" [UNSAFE]" if case.unsafe else ""), mode, _num(s.rps), _num(s.p50_ms, "{:.1f}"),
-            _num(s.p95_ms, "{:.1f}"), _num(s.p99_ms, "{:.1f}"),
+            escape(case.backend) + (" [UNSAFE]" if case.unsafe else ""), escape(mode), _num(s.rps),
+            _num(s.p50_ms, "{:.1f}"), _num(s.p95_ms, "{:.1f}"), _num(s.p99_ms, "{:.1f}"),
             _num(s.time_to_run_all_s, "{:.1f}"), _num(s.errors_pct, "{:.2f}"),
             str(s.accepted), _bad(s.lost), _bad(s.duplicated), _num(s.unexpected, "{}"),
             _num(s.e2e_p95_ms, "{:.1f}"), cpu, status,
@@ -63,21 +63,22 @@ def render(result: Result, console: Console | None = None) -> None:
     if result.interrupted:
         console.print(f"[bold red]{escape(result.interrupted)}[/]: the table holds what was measured until then")
     for note in notes:
-        console.print(note)
+        console.print(note, markup=False)
     for case in cases:
+        who = escape(case.backend)
         if case.unsafe:
             extra = case.summary.extra_executions
-            console.print(f"[yellow]{case.backend} is an UNSAFE seed wiring ({case.unsafe}); measured: "
+            console.print(f"[yellow]{who} is an UNSAFE seed wiring ({escape(case.unsafe)}); measured: "
                           f"{extra if extra is not None else '?'} executions beyond each task's first[/]")
         if case.audit is not None and case.audit.categories.attempted:
-            console.print(f"{case.backend}: {categories_line(case.audit)}")
+            console.print(f"{who}: {categories_line(case.audit)}")
         if case.fault is not None:
-            console.print(f"{case.backend}: {fault_line(case.fault)}")
+            console.print(f"{who}: {escape(fault_line(case.fault))}")
         for failure in case.failures:
-            console.print(f"[red]{case.backend}: {failure}[/]")
+            console.print(f"[red]{who}: {escape(failure)}[/]")
         if case.summary.driver_saturated:
             reason = (case.load.saturation_reason if case.load else None) or "driver CPU ≥ 90 %"
-            console.print(f"[yellow]{case.backend}: the load driver saturated ({reason}); "
+            console.print(f"[yellow]{who}: the load driver saturated ({escape(reason)}); "
                           "its RPS is a lower bound of the server's[/]")
 
 
