@@ -143,3 +143,12 @@ def test_a_redis_url_that_is_not_one_is_one_line_naming_it(url: str, message: st
               "--output", str(tmp_path / "results"))
     assert_one_line_error(out, message)
     assert "hunter2" not in out.output
+
+
+def test_a_file_that_never_ends_or_is_no_file_is_one_line(tmp_path: Path, cli: Cli) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(queue_run().to_json())
+    assert_one_line_error(cli("report", "/dev/zero"), "cannot read /dev/zero: not a regular file")
+    assert_one_line_error(cli("compare", str(good), "/dev/zero"), "not a regular file")
+    assert_one_line_error(cli("report", str(tmp_path)), f"cannot read {tmp_path}: Is a directory")
+    assert_one_line_error(cli("report", str(tmp_path / "missing.json")), "No such file or directory")

@@ -32,6 +32,8 @@ MAX_DEPTH = 32
 def load(path: Path) -> Result:
     """Read, upgrade and validate a result file; anything wrong with it is one :class:`ResultFormatError`
     naming the file (never a traceback: not UTF-8, nested too deep, an impossible figure)."""
+    if path.exists() and not path.is_file() and not path.is_dir():  # a FIFO or /dev/zero would never end
+        raise ResultFormatError(f"cannot read {path}: not a regular file")
     try:
         raw = path.read_bytes()
     except OSError as exc:
