@@ -66,6 +66,39 @@ def test_a_killed_starter_takes_its_groups_with_it(tmp_path: Path) -> None:
             starter.stdout.close()
 
 
+POSTGRES = """
+import os, sys, time
+from pathlib import Path
+from taskbench.harness.brokers.postgres import PrivatePostgres
+server = PrivatePostgres(Path(sys.argv[1]))
+server.start(dict(os.environ))
+print(" ".join(str(pid) for pid in server.members()), flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_starter_takes_its_private_postgresql_with_it(tmp_path: Path) -> None:
+    # the postmaster's children call setsid(): out of its group, they go when they see it gone
+    starter = subprocess.Popen([sys.executable, "-c", POSTGRES, str(tmp_path / "pg")], stdout=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    procs: list[psutil.Process] = []
+    try:
+        assert starter.stdout is not None
+        procs = [psutil.Process(int(pid)) for pid in starter.stdout.readline().split()]
+        assert len(procs) > 1, "the postmaster and its children"
+        starter.kill()
+        starter.wait()
+        wait_until(lambda: not _gone(procs), 5, what="the private PostgreSQL's processes to exit")
+    finally:
+        starter.kill()
+        starter.wait()
+        if starter.stdout is not None:
+            starter.stdout.close()
+        for proc in _gone(procs):
+            proc.kill()
+
+
 def _members(pgid: int) -> list[int]:
     found = []
     for proc in psutil.process_iter():

@@ -27,7 +27,7 @@ from taskbench.harness.scrape import cross_check
 from taskbench.ledger import Ledger
 from taskbench.ledger_rows import Rows
 from taskbench.metrics import final_key
-from taskbench.procgroup import Managed
+from taskbench.procgroup import Managed, forget_group, watch_group
 from taskbench.results import AuditResult, Cleanup, FaultRecord, Load, MetricsCheck, Status, Summary
 from taskbench.settings import Settings
 from taskbench.wait import WaitTimeoutError, wait_until
@@ -319,12 +319,15 @@ def prepare(python: Path, env_vars: dict[str, str], logs: Path, say: Say = print
     with (logs / "prepare.log").open("wb") as log:
         proc = subprocess.Popen([str(python), "-m", "taskbench", "prepare"], env={**os.environ, **env_vars},
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        watch_group(proc.pid)  # dies with the harness
         try:
             code = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             code = None
+        finally:
+            forget_group(proc.pid)
     if code != 0:
         tail = (logs / "prepare.log").read_text(errors="replace").strip().splitlines()[-5:]
         raise HarnessError(f"preparing the broker failed ({'timed out after 120 s' if code is None else f'exit {code}'}"
