@@ -67,7 +67,11 @@ class _Reaper:
     def _send(self, line: str) -> None:
         for _ in range(2):  # a reaper that died (killed by hand) is started again with every group
             if self._proc is None or self._proc.poll() is not None:
-                self._proc = self._start()
+                try:
+                    self._proc = self._start()
+                except OSError:  # no reaper: the groups are still stopped on every path but a hard kill
+                    self._proc = None
+                    return
                 line = "".join(f"+{g}\n" for g in sorted(self._groups)) + (line if line[0] == "-" else "")
             try:
                 assert self._proc.stdin is not None
