@@ -119,6 +119,18 @@ def test_empty_body_gets_defaults(api: int, client: redis.Redis, run_id: str) ->
         (URL, '{"value": NaN}', 422, "valid integer"),
         (URL, '{"task_id": 7}', 422, "valid string"),
         (URL, '[' * 2000 + ']' * 2000, 400, "error parsing the body"),
+        # a lone surrogate (JSON's "\ud800") in a string, a key, nested: echoed escaped, never a 500
+        (URL, r'{"task_id": "\ud800"}', 422, "unicode string"),
+        (URL, r'{"value": "\udfff"}', 422, "valid integer"),
+        (URL, r'{"\ud800": 1}', 422, "unicode string"),
+        (URL, r'{"value": {"\udbff": ["\udc00", NaN]}}', 422, '"\\\\udbff": ["\\\\udc00", "nan"]'),
+        # not UTF-8: 400 with the reason (json.loads would have read UTF-16 and UTF-32)
+        (URL, '{"task_id": "u16"}'.encode("utf-16"), 400, "UTF-16 (it begins with a byte order mark)"),
+        (URL, '{"task_id": "u32"}'.encode("utf-32"), 400, "UTF-32 (it begins with a byte order mark)"),
+        (URL, '{"task_id": "u16le"}'.encode("utf-16-le"), 400, "a NUL byte at offset 1"),
+        (URL, '{"task_id": "u32be"}'.encode("utf-32-be"), 400, "a NUL byte at offset 0"),
+        (URL, b'{"task_id": "\xed\xa0\x80"}', 400, "not UTF-8: byte 0xed at offset 13"),
+        (URL, b'{"task_id": "\xe9"}', 400, "not UTF-8: byte 0xe9 at offset 13"),
         (URL + "/", "{}", 404, "Not Found"),
         (URL, '{"surprise": 1}', 422, "Extra inputs"),
         ("/api/v1/incr/io/process/background", "{}", 404, "unknown workload 'io/process'"),
@@ -128,7 +140,7 @@ def test_empty_body_gets_defaults(api: int, client: redis.Redis, run_id: str) ->
     ],
 )
 def test_bad_input_gets_4xx_with_message(
-    api: int, client: redis.Redis, run_id: str, path: str, body: str, status: int, message: str
+    api: int, client: redis.Redis, run_id: str, path: str, body: str | bytes, status: int, message: str
 ) -> None:
     got, answer = request(api, "POST", path, body)
     assert got == status

@@ -13,6 +13,7 @@ from fastapi import BackgroundTasks, Body, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic_core import to_json
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from taskbench import backends, heap
 from taskbench.backends.base import DuplicateTask
@@ -25,6 +26,8 @@ from taskbench.service.messages import (
     Accepted,
     Health,
     TaskIn,
+    Utf8Route,
+    http_error,
     validation_error,
 )
 from taskbench.service.store import Store, StoreDep, open_store
@@ -214,13 +217,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # http://evil.example/...); an unknown path is a plain 404
     app = FastAPI(title="taskbench reference service", lifespan=lifespan, redirect_slashes=False)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(KnownTask, known_task)
     # the routes on the app itself (FastAPI's path operations), not an included APIRouter: a request
     # to an included router is matched twice (the router's own layer, then its routes)
     app.add_api_route("/health", health, methods=["GET"], responses=HEALTH_RESPONSES)
-    app.add_api_route("/api/v1/incr/{kind}/{mode}/{backend}", incr, methods=["POST"], status_code=202,
-                      response_model=Accepted, responses=TASK_RESPONSES,
-                      openapi_extra={"parameters": PATH_PARAMETERS})
+    # its body JSON text in UTF-8, or a 400 (``json.loads`` would read UTF-16 and UTF-32 too)
+    app.router.add_api_route("/api/v1/incr/{kind}/{mode}/{backend}", incr, methods=["POST"], status_code=202,
+                             response_model=Accepted, responses=TASK_RESPONSES,
+                             openapi_extra={"parameters": PATH_PARAMETERS}, route_class_override=Utf8Route)
     from taskbench.service.monitoring import instrument
 
     # the body limit, in the HTTP metrics' middleware when they are on (one layer fewer)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Final, Literal, Self
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from taskbench.service.messages import Known
+from taskbench.service.messages import ErrorResponse, Known
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -85,7 +85,7 @@ async def known_task(_: Request, exc: Exception) -> JSONResponse:
             "unknown": "has an unknown outcome (its enqueue timed out or was never confirmed)"}[exc.first]
     body = Known(detail=f"task {exc.task_id!r} was already submitted in this run; the first submission {said}: "
                         "not enqueued again", task_id=exc.task_id, first=exc.first)
-    return JSONResponse(status_code=409, content=body.model_dump())
+    return ErrorResponse(status_code=409, content=body.model_dump())
 
 
 class Claims:

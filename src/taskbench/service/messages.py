@@ -3,7 +3,8 @@
 Strict means no coercion: ``"7"`` and ``true`` are not integers, ``false`` is not a time. Bounded
 means every number has a range a benchmark can use: ``enqueued_at`` is a finite unix time between
 2000 and 2100 (NaN, ±Infinity and ``1e309`` are refused), so one request cannot put ``inf`` in the
-ledger or 1.8e9 s into the queue-wait histogram.
+ledger or 1.8e9 s into the queue-wait histogram. A body is JSON text in UTF-8 or a 400
+(:class:`Utf8Route`), and every error renders whatever the client sent (:func:`renderable`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import math
 import uuid
 from typing import Annotated, Any, Final, Literal
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from fastapi.utils import is_body_allowed_for_status_code
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from taskbench.messages import TASK_ID_PATTERN
 
@@ -103,19 +107,102 @@ HEALTH_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
 }
 
 
-def finite(value: Any) -> Any:
-    """``value`` with every non-finite float replaced by its name (``"nan"``, ``"inf"``), recursively."""
+def renderable(value: Any) -> Any:
+    """``value`` as JSON can carry it, whatever a client sent, recursively: a non-finite float by its
+    name (``"nan"``, ``"inf"``), bytes as text, and in every string (a key too) each lone surrogate
+    escaped as the text ``\\udXXXX`` (a JSON ``"\\ud800"`` decodes to one, which UTF-8 cannot encode:
+    the 422 that echoed it was a 500). Every other value is left as it is."""
+    if isinstance(value, str):
+        return value if value.isascii() else value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
     if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
+        return {renderable(k): renderable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
+        return [renderable(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "backslashreplace")
     return value
 
 
+class ErrorResponse(JSONResponse):
+    """Starlette's JSONResponse, but one that renders any content: what JSON or UTF-8 cannot carry (a
+    lone surrogate, NaN, bytes, an object) is made renderable first, never a 500 while answering."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except (ValueError, TypeError):  # UnicodeEncodeError is a ValueError, as is NaN's refusal
+            return super().render(renderable(jsonable_encoder(renderable(content))))
+
+
 async def validation_error(_: Request, exc: Exception) -> JSONResponse:
-    """FastAPI's 422, but renderable whatever the input: the default echoes ``NaN`` back and its
-    JSON encoder (``allow_nan=False``) then fails with a 500."""
+    """FastAPI's 422, but renderable whatever the input: the default echoes the input back, and its
+    encoding then fails with a 500 on ``NaN`` (``allow_nan=False``), on a lone surrogate (UTF-8) and
+    on bytes that are not UTF-8 (a body that is not JSON)."""
     assert isinstance(exc, RequestValidationError)
-    return JSONResponse(status_code=422, content={"detail": finite(jsonable_encoder(exc.errors()))})
+    detail = renderable(jsonable_encoder(renderable(exc.errors())))
+    return ErrorResponse(status_code=422, content={"detail": detail})
+
+
+async def http_error(_: Request, exc: Exception) -> Response:
+    """FastAPI's answer to an HTTPException (``{"detail"}``), rendered whatever the detail holds."""
+    assert isinstance(exc, StarletteHTTPException)
+    headers = getattr(exc, "headers", None)
+    if not is_body_allowed_for_status_code(exc.status_code):
+        return Response(status_code=exc.status_code, headers=headers)
+    return ErrorResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
+
+#: the byte order marks of UTF-32 and UTF-16 (UTF-32 LE's begins with UTF-16 LE's: it comes first)
+BOMS: Final = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"), (b"\xfe\xff", "UTF-16"),
+               (b"\xff\xfe", "UTF-16"))
+
+
+def not_utf8(body: bytes) -> str | None:
+    """Why ``body`` is not JSON text in UTF-8 (RFC 8259, 8.1), or None when it may be.
+
+    Python's ``json.loads`` of bytes, which FastAPI calls, guesses the encoding: it reads UTF-16 and
+    UTF-32, with or without a byte order mark, and lets UTF-8's encoded surrogates through
+    (``surrogatepass``). A NUL byte is never in JSON text outside a string, nor raw inside one; it is
+    how UTF-16 and UTF-32 without a mark show, so it is refused as well. UTF-8's own mark passes (the
+    RFC lets a parser ignore it)."""
+    if b"\x00" not in body and (body.isascii() or _decodes(body)):
+        return None
+    for bom, name in BOMS:
+        if body.startswith(bom):
+            return f"the body is {name} (it begins with a byte order mark): JSON travels as UTF-8"
+    if b"\x00" in body:
+        return (f"the body holds a NUL byte at offset {body.index(0)}: not JSON text in UTF-8 (UTF-16 and "
+                "UTF-32 put NULs between ASCII characters)")
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"the body is not UTF-8: byte {body[exc.start]:#04x} at offset {exc.start} ({exc.reason})"
+    return None  # pragma: no cover (one of the above holds)
+
+
+def _decodes(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class Utf8Route(APIRoute):
+    """A route whose request body must be JSON text in UTF-8 (:func:`not_utf8`), else 400 with the
+    reason. The body is read here first; FastAPI's own handler then parses the same bytes (the request
+    keeps them): one coroutine frame and a scan of the body's bytes for every request."""
+
+    def get_route_handler(self) -> Any:
+        handler = super().get_route_handler()
+
+        async def utf8_only(request: Request) -> Response:
+            problem = not_utf8(await request.body())
+            if problem is not None:
+                raise HTTPException(400, problem)
+            response: Response = await handler(request)
+            return response
+
+        return utf8_only
