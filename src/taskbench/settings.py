@@ -68,6 +68,22 @@ class Settings(BaseSettings):
         default=10.0, ge=0.1, le=600.0,
         description="seconds a connection may take to send a request's headers; then it is closed",
     )
+    body_timeout: float = Field(
+        default=10.0, ge=0.1, le=600.0,
+        description="seconds a request's body may take to arrive after its headers; then 408 and the close",
+    )
+    write_timeout: float = Field(
+        default=10.0, ge=0.1, le=600.0,
+        description="seconds an answer may wait for a client that reads nothing; then the connection is dropped",
+    )
+    max_header_bytes: int = Field(
+        default=16_384, ge=1_024, le=1_048_576,
+        description="request line and headers; a larger head gets 431 and the connection is closed",
+    )
+    max_connections: int = Field(
+        default=10_240, ge=16, le=1_000_000,
+        description="connections the API holds at once (the driver's --users go to 10,000); one more gets 503",
+    )
     enqueue_timeout: float = Field(
         default=5.0, ge=0.1, le=600.0,
         description="seconds the API waits for the broker to take a task; then 503, outcome unknown",

@@ -84,7 +84,7 @@ def serve(
     from taskbench.harness import HarnessError
     from taskbench.harness.brokers.redis import check_reachable
     from taskbench.net import check_port_free
-    from taskbench.service.server import HeaderDeadlineProtocol
+    from taskbench.service.server import BoundedHttpProtocol
 
     try:
         check_reachable(found.redis_url)
@@ -100,7 +100,7 @@ def serve(
         port=port,
         workers=workers,
         loop="uvloop",
-        http=HeaderDeadlineProtocol,  # httptools, with a deadline for the headers
+        http=BoundedHttpProtocol,  # httptools, with bounds on what a client can hold (service/server.py)
         timeout_keep_alive=5,  # an idle keep-alive connection is closed after 5 s
         access_log=False,
         log_level="warning",
