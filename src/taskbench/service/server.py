@@ -10,7 +10,10 @@ tasks run after their answers in the request's task, so a benchmark would get 50
 
 - the request line and headers may hold ``TASKBENCH_MAX_HEADER_BYTES`` (16 KiB), else 431 and the
   connection is closed. The bytes are counted as they are read, so a head that never ends is refused
-  once it passed the limit, holding at most about three times the limit meanwhile;
+  once it passed the limit, holding at most about three times the limit meanwhile. What a request
+  sends after its head besides its body's own bytes (chunk framing, trailers, which httptools keeps
+  field by field) is bounded the same way (:attr:`Bounds.max_rest_bytes`, else 413); the body's bytes
+  are the app's to bound (``limits.py``);
 - a request's headers must be complete ``TASKBENCH_HEADER_TIMEOUT`` seconds (10) after the connection
   opened or the previous answer was sent (else the connection is closed), its body
   ``TASKBENCH_BODY_TIMEOUT`` seconds (10) after its headers (else 408), and an answer the client does not
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 #: requests that may wait, parsed, behind the one being answered on a connection (uvicorn stops
 #: reading while one waits, but a read already in hand is parsed whole: thousands of small requests)
@@ -49,7 +52,14 @@ class Bounds:
     body_timeout: float
     write_timeout: float
     max_header_bytes: int
+    max_body_bytes: int
     max_connections: int
+
+    @property
+    def max_rest_bytes(self) -> int:
+        """What a request may send after its head besides its body's own bytes: the framing of the
+        largest body in 1-byte chunks (5 bytes each, and the last chunk's) and trailers as large as a head."""
+        return 6 * self.max_body_bytes + self.max_header_bytes
 
     @property
     def every(self) -> float:
@@ -84,13 +94,19 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     _head: int | None = None
     #: the connection is refused (an answer sent or due, then the close): nothing more is read
     _refused: bool = False
+    #: bytes counted of the rest of a request (after its head: chunk framing, trailers, not the body's
+    #: own bytes) that goes on past one read; None when none does
+    _rest: int | None = None
     #: ``Bounds.max_header_bytes``, on the connection: read on every read of the socket
     _max_head: int = 16_384
+    #: the most a request's rest may take as sent: ``Bounds.max_rest_bytes``
+    _max_rest: int = 7 * 16_384
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         bounds = _bounds()
         self._max_head = bounds.max_header_bytes
+        self._max_rest = bounds.max_rest_bytes
         if len(self.connections) > bounds.max_connections:
             self._refused = True
             transport.write(answer(503, f"the API holds {bounds.max_connections} connections, its limit: "
@@ -106,30 +122,47 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if self._refused:
             return
         limit = self._max_head
-        if self._head is None and len(data) <= limit:  # the usual read: a request, or part of one
+        if self._head is None and self._rest is None and len(data) <= limit:
+            # the usual read: a whole request, or the start of one
             scope = self.scope
             self._feed(data)
-            if self.scope is not scope and self._head_open():
-                self._head = 0  # a head began in this read and goes on: counted from the next read
+            if self.scope is not scope and not self._refused:  # a request began in this read
+                cycle = self.cycle
+                if cycle is None or cycle.scope is not self.scope or cycle.more_body:
+                    self._began()  # and goes on: counted from the next read
             return
-        # a head already open, or a read larger than the limit: fed in pieces no larger than the limit,
-        # so that the bytes of a head in the piece where it began (not counted) are within the limit too
+        # a request already going on, or a read larger than the limit: fed in pieces no larger than the
+        # limit, so that the bytes of a request in the piece where it began (not counted) are within it
         view = memoryview(data)
         for start in range(0, len(data), limit):
             piece = view[start:start + limit]
-            scope, head = self.scope, self._head
+            scope, head, rest, cycle = self.scope, self._head, self._rest, self.cycle
+            delivered = len(cycle.body) if cycle is not None else 0
             self._feed(piece)
             if self._refused or self.transport.is_closing():
                 return
-            if not self._head_open():
-                self._head = None
-            elif self.scope is not scope:
-                self._head = 0
-            else:
+            if self.scope is not scope:
+                self._began()
+            elif self._head_open():
                 self._head = (head or 0) + len(piece)
                 if self._head > limit:
                     self._refuse(_too_large(limit))
                     return
+            elif self._rest_open():  # its head complete in this piece (rest is None), or before
+                if rest is None or self.cycle is not cycle:
+                    self._rest = 0
+                else:  # the body's own bytes are the app's to bound (413 past TASKBENCH_MAX_BODY_BYTES)
+                    self._rest = rest + len(piece) - (len(self.cycle.body) - delivered)
+                if self._rest > self._max_rest:
+                    self._drop(413, f"chunk framing and trailers larger than {self._max_rest} bytes")
+                    return
+            else:
+                self._head = self._rest = None
+
+    def _began(self) -> None:
+        """A request began in the read just fed: count what comes of it from the next read on."""
+        self._head = 0 if self._head_open() else None
+        self._rest = 0 if self._head is None and self._rest_open() else None
 
     def on_headers_complete(self) -> None:
         if self._head is not None:  # a head that took more than one read: measured now that it is whole
@@ -140,6 +173,13 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             raise _RefusedError(503, f"more than {MAX_PIPELINED} requests pipelined on one connection: send the "
                                 "rest again on another")
         super().on_headers_complete()
+
+    def _rest_open(self) -> bool:
+        """The current request's head is complete, the rest of it (body, chunk framing, trailers) not:
+        httptools keeps every trailer field (uvicorn adds them to the request's headers), so that is
+        no less a place to send without end."""
+        cycle = self.cycle
+        return cycle is not None and cycle.scope is self.scope and cycle.more_body
 
     def _head_open(self) -> bool:
         """A request's head has begun and is not complete (uvicorn gives each head a new scope, and a
@@ -168,7 +208,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def _refuse(self, refusal: _RefusedError) -> None:
         """Answer ``refusal`` after every answer still due on this connection, then close it."""
         self._refused = True
-        self._head = None
+        self._head = self._rest = None
         body = answer(refusal.status, refusal.detail, self.server_state.default_headers)
         last = self.pipeline[0][0] if self.pipeline else self.cycle
         if last is None or last.response_complete:
@@ -207,18 +247,27 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self._waiting = ((what, cycle), now)  # first seen in this wait
         elif now - waiting[1] >= timeout:
             self._waiting = None
-            self._expired(what, cycle, timeout)
+            self._expired(what, timeout)
 
-    def _expired(self, what: str, cycle: RequestResponseCycle | None, timeout: float) -> None:
-        self._refused = True
+    def _expired(self, what: str, timeout: float) -> None:
         if what == "write":  # the client reads nothing: closing would wait to flush what it does not read
+            self._refused = True
             self.transport.abort()
-            return
-        if what == "body" and cycle is not None and not cycle.response_started:
+        elif what == "body":
+            self._drop(408, f"the request body was not complete {timeout:g} s after its headers")
+        else:
+            self._refused = True
+            self.transport.close()
+
+    def _drop(self, status: int, detail: str) -> None:
+        """End the request being sent, and its connection: answered ``status`` when its answer has not
+        begun (the app reading its body gets a disconnect), else closed without more."""
+        self._refused = True
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started and not self.pipeline:
             cycle.keep_alive = False
-            self.transport.write(answer(408, f"the request body was not complete {timeout:g} s after its "
-                                             "headers", self.server_state.default_headers))
-        self.transport.close()  # the app reading the body gets a disconnect
+            self.transport.write(answer(status, detail, self.server_state.default_headers))
+        self.transport.close()
 
 
 def head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
@@ -267,6 +316,7 @@ def _bounds() -> Bounds:
         bounds = BoundedHttpProtocol.bounds = Bounds(
             header_timeout=found.header_timeout, body_timeout=found.body_timeout,
             write_timeout=found.write_timeout, max_header_bytes=found.max_header_bytes,
+            max_body_bytes=found.max_body_bytes,
             max_connections=connection_cap(found.max_connections, found.redis_max_connections))
     return bounds
 
