@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, suppress
+from pathlib import Path
 
 import psutil
 import pytest
@@ -38,11 +39,16 @@ def run_id(module_run_id: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory, redis_url: str, module_run_id: str) -> Iterator[int]:
+def api_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("api")
+
+
+@pytest.fixture(scope="module")
+def api(api_dir: Path, redis_url: str, module_run_id: str) -> Iterator[int]:
     env = {"TASKBENCH_BACKEND": "background", "TASKBENCH_REDIS_URL": redis_url, "TASKBENCH_RUN_ID": module_run_id,
            "TASKBENCH_MAX_CONNECTIONS": str(MAX_CONNECTIONS), "TASKBENCH_BODY_TIMEOUT": "1",
            "TASKBENCH_WRITE_TIMEOUT": "1"}
-    with served(tmp_path_factory.mktemp("api"), env) as port:
+    with served(api_dir, env) as port:
         yield port
 
 
@@ -219,3 +225,21 @@ def test_a_client_that_reads_nothing_is_dropped(api: int) -> None:
             time.sleep(0.05)
     assert dropped, "the connection was still open after 60 s of answers it never read"
     assert request(api, "GET", "/health")[0] == 200
+
+
+def test_a_client_does_not_write_the_log_at_its_pace(api: int, api_dir: Path) -> None:
+    """uvicorn logs a warning for every request that is not HTTP and every upgrade it cannot do: a client
+    could grow the API's log at its own pace. The same warning is logged at most every 10 s now. (The
+    module's last test: it reads the whole log.)"""
+    for _ in range(50):
+        with _connect(api) as sock:
+            sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            assert _answer(sock).startswith(b"HTTP/1.1 400")
+        with _connect(api) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: upgrade, close\r\nUpgrade: websocket\r\n\r\n")
+            _answer(sock)
+    log = (api_dir / "api.log").read_text()
+    assert 1 <= log.count("Invalid HTTP request received.") <= 2, log[-2000:]
+    assert 1 <= log.count("Unsupported upgrade request.") <= 2, log[-2000:]
+    # and nothing the tests above did (a body dropped, a client that reads nothing) made a traceback
+    assert "Traceback" not in log, log[-4000:]

@@ -21,6 +21,7 @@ from fastapi.routing import APIRoute
 from fastapi.utils import is_body_allowed_for_status_code
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from taskbench.messages import TASK_ID_PATTERN
 
@@ -199,7 +200,11 @@ class Utf8Route(APIRoute):
         handler = super().get_route_handler()
 
         async def utf8_only(request: Request) -> Response:
-            problem = not_utf8(await request.body())
+            try:
+                body = await request.body()
+            except ClientDisconnect:  # as FastAPI's own reading of the body answers it (to nobody)
+                raise HTTPException(400, "the client went away before its body was complete") from None
+            problem = not_utf8(body)
             if problem is not None:
                 raise HTTPException(400, problem)
             response: Response = await handler(request)

@@ -34,13 +34,18 @@ from __future__ import annotations
 import asyncio
 import http
 import json
+import logging
 import resource
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+#: seconds between two log lines of one warning a client causes at will (a request refused, one that is
+#: not HTTP): the API's log grows at most at this pace, not at the client's
+QUIET: Final = 10.0
 #: requests that may wait, parsed, behind the one being answered on a connection (uvicorn stops
 #: reading while one waits, but a read already in hand is parsed whole: thousands of small requests)
 MAX_PIPELINED: Final = 32
@@ -97,6 +102,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     #: bytes counted of the rest of a request (after its head: chunk framing, trailers, not the body's
     #: own bytes) that goes on past one read; None when none does
     _rest: int | None = None
+    #: the request whose app runs (the one answered now, when requests are pipelined)
+    _running: RequestResponseCycle | None = None
     #: ``Bounds.max_header_bytes``, on the connection: read on every read of the socket
     _max_head: int = 16_384
     #: the most a request's rest may take as sent: ``Bounds.max_rest_bytes``
@@ -109,8 +116,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._max_rest = bounds.max_rest_bytes
         if len(self.connections) > bounds.max_connections:
             self._refused = True
-            transport.write(answer(503, f"the API holds {bounds.max_connections} connections, its limit: "
-                                        "try again later", self.server_state.default_headers))
+            detail = f"the API holds {bounds.max_connections} connections, its limit: try again later"
+            warn(self.logger, f"refused with 503: {detail}")
+            transport.write(answer(503, detail, self.server_state.default_headers))
             transport.close()
             return
         self._waiting = (("head", None), self.loop.time())  # headers are due from the connection's start
@@ -197,7 +205,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 self._refuse(exc.__context__)
                 return
             msg = "Invalid HTTP request received."
-            self.logger.warning(msg)
+            warn(self.logger, msg)
             self.send_400_response(msg)
         except httptools.HttpParserUpgrade:
             if self._should_upgrade():
@@ -205,10 +213,14 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             else:
                 self._unsupported_upgrade_warning()
 
+    def _unsupported_upgrade_warning(self) -> None:
+        warn(self.logger, "Unsupported upgrade request.")
+
     def _refuse(self, refusal: _RefusedError) -> None:
         """Answer ``refusal`` after every answer still due on this connection, then close it."""
         self._refused = True
         self._head = self._rest = None
+        warn(self.logger, f"refused with {refusal.status}: {refusal.detail}")
         body = answer(refusal.status, refusal.detail, self.server_state.default_headers)
         last = self.pipeline[0][0] if self.pipeline else self.cycle
         if last is None or last.response_complete:
@@ -249,9 +261,18 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self._waiting = None
             self._expired(what, timeout)
 
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        self._running = cycle  # uvicorn keeps no reference to it once a later request is parsed
+        super()._start_asgi_task(cycle, app)
+
     def _expired(self, what: str, timeout: float) -> None:
         if what == "write":  # the client reads nothing: closing would wait to flush what it does not read
             self._refused = True
+            # the answer waiting to write must see the client gone, or it writes to the dropped
+            # connection (uvicorn tells only the last request parsed, which may be a later one)
+            if self._running is not None:
+                self._running.disconnected = True
+            warn(self.logger, f"dropped: the client read no answer for {timeout:g} s")
             self.transport.abort()
         elif what == "body":
             self._drop(408, f"the request body was not complete {timeout:g} s after its headers")
@@ -263,11 +284,30 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         """End the request being sent, and its connection: answered ``status`` when its answer has not
         begun (the app reading its body gets a disconnect), else closed without more."""
         self._refused = True
+        warn(self.logger, f"dropped with {status}: {detail}")
         cycle = self.cycle
         if cycle is not None and not cycle.response_started and not self.pipeline:
             cycle.keep_alive = False
             self.transport.write(answer(status, detail, self.server_state.default_headers))
         self.transport.close()
+
+
+#: message -> (when it was last logged, how many times it came since)
+_said: dict[str, tuple[float, int]] = {}
+
+
+def warn(logger: logging.Logger, message: str) -> None:
+    """``logger.warning(message)``, at most once every :data:`QUIET` seconds for the same message; the
+    next line says how many were held back meanwhile."""
+    now = time.monotonic()
+    last, held = _said.get(message, (now - QUIET, 0))
+    if now - last < QUIET:
+        _said[message] = (last, held + 1)
+        return
+    if len(_said) > 64:  # messages name sizes and limits, so they are few; never a client's text
+        _said.clear()
+    _said[message] = (now, 0)
+    logger.warning("%s%s", message, f" ({held} more in the last {now - last:.0f} s)" if held else "")
 
 
 def head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
