@@ -101,6 +101,7 @@ def serve(
         workers=workers,
         loop="uvloop",
         http=BoundedHttpProtocol,  # httptools, with bounds on what a client can hold (service/server.py)
+        ws="none",  # no WebSocket route: an upgrade never leaves the bounded protocol (were a library there)
         timeout_keep_alive=5,  # an idle keep-alive connection is closed after 5 s
         access_log=False,
         log_level="warning",
