@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -34,14 +33,9 @@ from tests.helpers import assert_one_line_error, request, served
 URL = "/api/v1/incr/io/simple/background"
 
 
-@pytest.fixture(scope="module")
-def module_run_id() -> str:
-    return f"test-{uuid.uuid4().hex[:12]}"
-
-
 @pytest.fixture
 def run_id(module_run_id: str) -> str:
-    """The module's server writes under one run id; ``client`` empties it after each test."""
+    """The module's server writes under one run id (tests/service/conftest.py)."""
     return module_run_id
 
 

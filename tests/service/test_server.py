@@ -11,7 +11,6 @@ import re
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, suppress
 from pathlib import Path
@@ -28,13 +27,9 @@ URL = "/api/v1/incr/io/simple/background"
 MAX_CONNECTIONS = 16
 
 
-@pytest.fixture(scope="module")
-def module_run_id() -> str:
-    return f"test-{uuid.uuid4().hex[:12]}"
-
-
 @pytest.fixture
 def run_id(module_run_id: str) -> str:
+    """The module's server writes under one run id (tests/service/conftest.py)."""
     return module_run_id
 
 

@@ -118,7 +118,8 @@ class BackendInfo:
         return [p.format(run_id=run_id) for p in self.key_patterns]
 
 
-def _saq_promise(retries: int) -> Delivery:
+def _saq_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
+    retries = settings["saq_retries"]
     if retries <= 1:
         return Delivery(guarantee=AT_MOST_ONCE,
                         recovery="retries=1 (SAQ's default; --saq-retries): a worker's sweep aborts an active job "
@@ -127,8 +128,8 @@ def _saq_promise(retries: int) -> Delivery:
                              f"passed, up to retries={retries} attempts (--saq-retries; SAQ's default 1 re-runs none)")
 
 
-def _procrastinate_promise(retry_stalled: bool) -> Delivery:
-    if not retry_stalled:
+def _procrastinate_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
+    if not settings["procrastinate_retry_stalled"]:
         return Delivery(guarantee=AT_MOST_ONCE,
                         recovery="none (Procrastinate's default; --procrastinate-retry-stalled adds the documented "
                                  "task): a dead worker's jobs stay doing for good")
@@ -162,7 +163,7 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             key_patterns=("saq:taskbench:{run_id}:*", "saq:job:taskbench:{run_id}:*", "saq:abort:{run_id}:*"),
             dashboard="SAQ web",
             promise_settings=("saq_retries",),
-            promise=lambda _, s: _saq_promise(s["saq_retries"]),
+            promise=_saq_promise,
         ),
         BackendInfo(
             name="faststream",
@@ -230,7 +231,7 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
                     "as documented (opt-in)",
             brokers=("postgres",),
             promise_settings=("procrastinate_retry_stalled",),
-            promise=lambda _, s: _procrastinate_promise(s["procrastinate_retry_stalled"]),
+            promise=_procrastinate_promise,
             prepares_broker=True,
         ),
         BackendInfo(
@@ -251,7 +252,7 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             brokers=("postgres",),
             prepares_broker=True,
             promise_settings=("saq_retries",),
-            promise=lambda _, s: _saq_promise(s["saq_retries"]),
+            promise=_saq_promise,
             module_name="saq_postgres",
             extra_name="saq",
         ),
