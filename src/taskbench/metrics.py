@@ -191,6 +191,14 @@ class _Labelled:
     queue_wait: Histogram
     end_to_end: Histogram
 
+    def succeeded_at(self, enqueued_at: float, started: float, clock: float) -> None:
+        """A task that started at ``started`` (wall clock; ``clock``, ``perf_counter``) succeeded now."""
+        finished = time.time()
+        self.succeeded.inc()
+        self.duration.observe(time.perf_counter() - clock)
+        self.queue_wait.observe(max(0.0, started - enqueued_at))
+        self.end_to_end.observe(max(0.0, finished - enqueued_at))
+
 
 @cache
 def task_metrics(backend: str, queue: str = "default") -> TaskMetrics:

@@ -16,29 +16,35 @@ A definite failure (a 503 with the broker's error) deletes the field: the id may
 Best-effort writes (the outcome, the release) wait at most :data:`SETTLE_TIMEOUT`; one that fails
 leaves ``pending``, which ages into ``unknown``: never a false ``accepted``, never a second run.
 
-The claims of the requests that arrive together are sent together: a claim waits for the next turn
-of the event loop, and every claim made until then goes to Redis in one script call (one
-``HSETNX``, and the ``HGET`` of an id that is known, per id, atomically), at most
-:data:`CONNECTIONS` calls at once. Under load that is one round trip for tens of requests instead of
-one each; a request alone waits one turn of the loop.
+The claims of the requests that arrive together are sent together, as a database's group commit: a
+claim waits for the next turn of the event loop and, while a call of claims is out, for that call's
+answer; every claim made until then goes to Redis in one script call (one ``HSETNX``, and the
+``HGET`` of an id that is known, per id, atomically). So at most :data:`IN_FLIGHT` calls are out at
+once and each carries all the claims that arrived while the one before it was out: under load one
+round trip for tens of requests instead of one each (a few per call when one turn of the loop was the
+only wait: on a slow broker's enqueue, PostgreSQL's, the requests arrive one or two per turn and the
+claims cost the API a tenth of its CPU), and a request alone waits one turn of the loop. A claim whose
+request gave up (its deadline) before its call went out is not sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
-from typing import TYPE_CHECKING, Final, Literal, Self
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from redis.exceptions import NoScriptError
 
 from taskbench.service.messages import ErrorResponse, Known
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
-
     from taskbench.settings import Settings
 
 log = logging.getLogger("taskbench.service.claims")
@@ -50,6 +56,8 @@ GRACE: Final = 2.0
 SETTLE_TIMEOUT: Final = 0.5
 #: Redis calls of the claims at once (and the connections of their client)
 CONNECTIONS: Final = 8
+#: calls of claims out at once: the claims made meanwhile wait for one of them to answer (group commit)
+IN_FLIGHT: Final = 1
 #: most ids in one script call
 BATCH: Final = 512
 #: ``ARGV[1]`` is the value of a new claim, ``ARGV[2..]`` the ids; the answer has, per id, nil when
@@ -65,6 +73,10 @@ for i = 2, #ARGV do
 end
 return known
 """
+CLAIM_SHA: Final = hashlib.sha1(CLAIM.encode(), usedforsecurity=False).hexdigest()  # Redis names scripts so
+#: a Redis command: its arguments in, its reply out (:meth:`taskbench.redis_pipe.RedisPipe.submit`, a
+#: future, or redis-py's ``execute_command``, a coroutine, where the pipe does not speak the URL)
+Call = Callable[..., Awaitable[Any]]
 #: seconds between the writes of the ids accepted meanwhile (one HSET for all of them)
 FLUSH_INTERVAL: Final = 0.05
 
@@ -95,16 +107,15 @@ class Claims:
     and once more when it closes.
     """
 
-    def __init__(self, redis: aioredis.Redis, settings: Settings) -> None:
-        self._redis = redis
+    def __init__(self, call: Call, settings: Settings) -> None:
+        self._call = call
         self.key = f"{settings.prefix}ids"
         self._in_flight = settings.enqueue_timeout + GRACE
         self._accepted: list[str] = []
         self._flusher: asyncio.Task[None] | None = None
-        self._script = redis.register_script(CLAIM)
         self._waiting: list[tuple[str, asyncio.Future[bytes | None]]] = []
         self._calls = asyncio.Semaphore(CONNECTIONS)
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sending: set[asyncio.Future[Any]] = set()  # the calls of claims out now (IN_FLIGHT at most)
 
     async def __aenter__(self) -> Self:
         self._flusher = asyncio.create_task(self._flush_loop())
@@ -116,7 +127,7 @@ class Claims:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
             self._flusher = None
-        if self._sending:  # claims on their way: their requests wait for them
+        while self._sending:  # claims on their way (and those waiting for them): their requests wait
             await asyncio.gather(*self._sending, return_exceptions=True)
         await self._flush()
 
@@ -127,7 +138,7 @@ class Claims:
         """
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[bytes | None] = loop.create_future()
-        if not self._waiting:
+        if not self._waiting and len(self._sending) < IN_FLIGHT:
             loop.call_soon(self._send_waiting)
         self._waiting.append((task_id, answer))
         first = await answer
@@ -135,30 +146,43 @@ class Claims:
             raise KnownTask(task_id, self.state(first))
 
     def _send_waiting(self) -> None:
-        waiting, self._waiting = self._waiting, []
+        if len(self._sending) >= IN_FLIGHT:
+            return  # the call out now sends them when it answers (_sent)
+        waiting = [(task_id, answer) for task_id, answer in self._waiting if not answer.done()]
+        self._waiting = []
+        pending = f"pending {time.time():.3f}"
         for start in range(0, len(waiting), BATCH):
-            sending = asyncio.create_task(self._send(waiting[start:start + BATCH]))
-            self._sending.add(sending)
-            sending.add_done_callback(self._sending.discard)
+            self._send(waiting[start:start + BATCH], ("EVALSHA", CLAIM_SHA, 1, self.key, pending))
 
-    async def _send(self, batch: list[tuple[str, asyncio.Future[bytes | None]]]) -> None:
-        try:
-            async with self._calls:
-                known = await self._script(keys=[self.key],
-                                           args=[f"pending {time.time():.3f}", *(i for i, _ in batch)])
-        except BaseException as exc:
+    def _send(self, batch: list[tuple[str, asyncio.Future[bytes | None]]], head: tuple[Any, ...]) -> None:
+        """One call of the claim script for ``batch``; its answer goes to the batch's requests (a future
+        and a callback: no task per call, the pipe answers a future of its own)."""
+        # kept in _sending until it answers (ruff cannot see that a set holds it)
+        sending: asyncio.Future[Any] = asyncio.ensure_future(  # noqa: RUF006
+            self._call(*head, *(task_id for task_id, _ in batch)))
+        self._sending.add(sending)
+        sending.add_done_callback(partial(self._sent, batch, head))
+
+    def _sent(self, batch: list[tuple[str, asyncio.Future[bytes | None]]], head: tuple[Any, ...],
+              call: asyncio.Future[list[bytes | None]]) -> None:
+        self._sending.discard(call)
+        if call.cancelled():
+            for _, answer in batch:
+                answer.cancel()
+        elif (exc := call.exception()) is not None:
+            if isinstance(exc, NoScriptError) and head[0] == "EVALSHA":
+                # Redis does not know the script (a restart, SCRIPT FLUSH): it did not run; EVAL loads it
+                self._send(batch, ("EVAL", CLAIM, *head[2:]))
+                return
             for _, answer in batch:
                 if not answer.done():
-                    if isinstance(exc, asyncio.CancelledError):
-                        answer.cancel()
-                    else:
-                        answer.set_exception(exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            return
-        for (_, answer), first in zip(batch, known, strict=True):
-            if not answer.done():  # a request whose deadline passed is gone: its id reads "pending"
-                answer.set_result(first)
+                    answer.set_exception(exc)
+        else:
+            for (_, answer), first in zip(batch, call.result(), strict=True):
+                if not answer.done():  # a request whose deadline passed is gone: its id reads "pending"
+                    answer.set_result(first)
+        if self._waiting:
+            self._send_waiting()
 
     def state(self, value: bytes | str) -> First:
         text = value.decode() if isinstance(value, bytes) else value
@@ -183,14 +207,14 @@ class Claims:
         """The enqueue failed for certain: the id may be submitted again."""
         try:
             async with asyncio.timeout(SETTLE_TIMEOUT), self._calls:
-                await self._redis.hdel(self.key, task_id)
+                await self._call("HDEL", self.key, task_id)
         except Exception as exc:  # it ages into "unknown": a retry is refused, never run twice
             log.warning("could not release the claim of %s: %r", task_id, exc)
 
     async def _settle(self, task_id: str, outcome: First) -> None:
         try:
             async with asyncio.timeout(SETTLE_TIMEOUT), self._calls:
-                await self._redis.hset(self.key, task_id, outcome)
+                await self._call("HSET", self.key, task_id, outcome)
         except Exception as exc:  # it ages into "unknown"
             log.warning("could not record %s for %s: %r", outcome, task_id, exc)
 
@@ -205,6 +229,6 @@ class Claims:
         batch, self._accepted = self._accepted, []
         try:
             async with asyncio.timeout(SETTLE_TIMEOUT), self._calls:
-                await self._redis.hset(self.key, mapping=dict.fromkeys(batch, "accepted"))
+                await self._call("HSET", self.key, *(part for task_id in batch for part in (task_id, "accepted")))
         except Exception as exc:  # they age into "unknown": refused, never run twice
             log.warning("could not record %d accepted task ids: %r", len(batch), exc)

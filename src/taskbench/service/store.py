@@ -13,6 +13,7 @@ from taskbench import backends, durability
 from taskbench.backends.base import ServiceContext
 from taskbench.durability import Durability
 from taskbench.metrics import EnqueueMetrics, enqueue_metrics
+from taskbench.redis_pipe import pipe_for
 from taskbench.service.broker import BrokerProbe
 from taskbench.service.claims import CONNECTIONS, Claims
 from taskbench.service.deadlines import Deadlines
@@ -76,13 +77,22 @@ async def _claims(settings: Settings, workloads: Workloads) -> AsyncIterator[Cla
     if not settings.idempotency or native:
         yield None
         return
+    # a connection of their own, pipelined (taskbench.redis_pipe: a claim is one call on each request's
+    # path); redis-py, a plain pool of as many connections as the claims make calls at once, where the
+    # pipe does not speak the URL (TLS)
+    pipe = pipe_for(settings.redis_url)
+    if pipe is not None:
+        try:
+            async with Claims(pipe.submit, settings) as claims:
+                yield claims
+        finally:
+            await pipe.aclose()
+        return
     import redis.asyncio as aioredis
 
-    # a client of their own: a plain pool of as many connections as the claims make calls at once
-    # (redis-py's BlockingConnectionPool takes a lock and a timeout per command)
     client = aioredis.Redis.from_url(settings.redis_url, max_connections=CONNECTIONS)
     try:
-        async with Claims(client, settings) as claims:
+        async with Claims(client.execute_command, settings) as claims:
             yield claims
     finally:
         await client.aclose()

@@ -30,6 +30,7 @@ import contextlib
 import datetime as dt
 import os
 import statistics
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -222,6 +223,11 @@ def summarize(case: OverheadCase) -> None:
     case.status = "ok" if complete and not case.failures else "failed"
 
 
+def _progress(backend: str) -> Say:
+    """Progress of a backend's servers, on stderr (stdout is the table or, with --format json, the JSON)."""
+    return lambda text: print(f"[{backend}] {text}", file=sys.stderr, flush=True)
+
+
 def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_url: str, run_id: str,
          logs: Path, broker_env: dict[str, str]) -> tuple[Load, list[str], float]:
     port = free_port()
@@ -230,7 +236,7 @@ def _one(config: OverheadConfig, backend: str, server: str, python: Path, redis_
            "TASKBENCH_RUN_ID": run_id, "TASKBENCH_METRICS_DIR": str(logs / "metrics" / run_id),
            "PYTHONUNBUFFERED": "1", **broker_env}
     if broker_env and server != "ceiling":
-        prepare(python, env, logs / "prepare" / run_id)
+        prepare(python, env, logs / "prepare" / run_id, say=_progress(backend))
     if server == "taskbench":
         env.update(config.api_env)
     logs.mkdir(parents=True, exist_ok=True)
@@ -265,7 +271,8 @@ def _together(config: OverheadConfig, backend: str, pairs_: list[tuple[OverheadS
             **broker_env}
     for server in servers:  # a PostgreSQL queue's schema, for the floor's run and the API's
         if broker_env and server != "ceiling":
-            prepare(python, {**base, "TASKBENCH_RUN_ID": run_ids[server]}, logs / "prepare" / run_ids[server])
+            prepare(python, {**base, "TASKBENCH_RUN_ID": run_ids[server]}, logs / "prepare" / run_ids[server],
+                    say=_progress(backend))
     ports = {server: free_port() for server in servers}
     argvs = {server: server_argv(server, backend, python, ports[server], frozen=config.floor_gc_freeze)
              for server in servers}
