@@ -73,3 +73,18 @@ def test_the_drain_waits_for_a_redelivery_set_by_the_library(tmp_path) -> None:
     assert config.redelivery_wait("pgqueuer") == 20.0 and config.redelivery_wait("arq") == 3.0
     assert config.promise_settings("pgqueuer") == {"pgqueuer_heartbeat_timeout": 20.0}
     assert config.promise_settings("arq") == {}
+
+
+def test_rq_and_huey_promise_what_their_source_does() -> None:
+    """RQ without Retry fails an abandoned job, with Retry re-runs it after its TTL and the next maintenance
+    (RQ's defaults: 600 s and a worker TTL of 420 s); Huey's BRPOP loses what a killed worker had taken."""
+    from taskbench import params
+
+    assert params.default("rq_maintenance_interval") == 600 and params.default("rq_worker_ttl") == 420
+    rq, retry, huey = (backends.info(n).delivery_on("redis") for n in ("rq", "rq-retry", "huey"))
+    assert rq.guarantee == backends.AT_MOST_ONCE and "failed registry" in rq.recovery
+    assert retry.guarantee == backends.AT_LEAST_ONCE and retry.after == 90 + 600 + 420 - 15
+    quick = backends.info("rq-retry").delivery_on("redis", {"rq_maintenance_interval": 2, "rq_worker_ttl": 17})
+    assert quick.after == 90 + 2 + 2 and "2 s" in quick.recovery
+    assert huey.guarantee == backends.AT_MOST_ONCE and "BRPOP" in huey.recovery
+    assert backends.info("rq").remembers_ids and not backends.info("huey").remembers_ids

@@ -200,6 +200,22 @@ SCHEMA: Final[tuple[Param, ...]] = (
                "of workers whose heartbeat is older than --task-timeout (at-least-once); off, the library's "
                "default, a dead worker's jobs stay doing for good (at-most-once)", cli=True, kinds=_Q,
           env="PROCRASTINATE_RETRY_STALLED", components=("worker",)),
+    Param(name="rq_worker_ttl", type=int, default=420, bounds=(16, 86_400),
+          help="RQ's worker_ttl (rq, rq-retry; RQ's default 420): an idle worker's blocking dequeue returns, and "
+               "may run the maintenance that handles abandoned jobs, every worker_ttl - 15 s", cli=True, kinds=_Q,
+          env="RQ_WORKER_TTL", components=("worker",)),
+    Param(name="rq_maintenance_interval", type=int, default=600, bounds=(1, 86_400),
+          help="RQ's maintenance_interval (rq, rq-retry; RQ's default 600): seconds between two cleanups of the "
+               "registries, which move a dead worker's expired job to the failed registry (rq) or re-queue it "
+               "(rq-retry)", cli=True, kinds=_Q, env="RQ_MAINTENANCE_INTERVAL", components=("worker",)),
+    Param(name="huey_worker_type", type=str, default="thread", choices=("thread", "process"),
+          help="Huey's consumer worker type (huey; -k, default thread): thread runs a task on the worker "
+               "process's event loop, process in a forked child with a synchronous Redis client", cli=True,
+          kinds=_Q, env="HUEY_WORKER_TYPE", components=("worker",)),
+    Param(name="producer_threads", type=int, default=32, bounds=(1, 1024),
+          help="threads that run a synchronous library's enqueue in the API (celery, dramatiq, rq, huey), each "
+               "call bounded by --enqueue-timeout", cli=True, kinds=_Q, env="PRODUCER_THREADS",
+          components=("api",)),
     Param(name="enqueue_timeout", type=float, default=5.0, bounds=(0.1, 600.0),
           help="seconds the API waits for the broker to take a task; past it the answer is 503, outcome unknown",
           cli=True, kinds=_Q, env="ENQUEUE_TIMEOUT", components=("api",)),

@@ -52,6 +52,17 @@ class Settings(BaseSettings):
         description="PgQueuer's heartbeat_timeout: when a dead worker's job runs again")
     procrastinate_retry_stalled: bool = Field(
         default=False, description="Procrastinate's documented periodic retry of stalled jobs")
+    rq_worker_ttl: int = Field(
+        default=420, ge=16, le=86_400,
+        description="RQ's worker_ttl: an idle worker's blocking dequeue returns every worker_ttl - 15 s")
+    rq_maintenance_interval: int = Field(
+        default=600, ge=1, le=86_400,
+        description="RQ's maintenance_interval: seconds between two cleanups of the registries (abandoned jobs)")
+    huey_worker_type: Literal["thread", "process"] = Field(
+        default="thread", description="Huey's consumer worker type (-k): thread or process")
+    producer_threads: int = Field(
+        default=32, ge=1, le=1024,
+        description="threads of a synchronous library's producer in the API (celery, dramatiq, rq, huey)")
     redis_max_connections: int = Field(
         default=256, ge=4, le=100_000,
         description="Redis connections per process; tasks wait for a free one instead of failing",

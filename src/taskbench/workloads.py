@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from taskbench.ledger import Ledger
+from taskbench.ledger_writer import writer_for
 from taskbench.messages import NOOP, WORKLOADS, TaskMessage
 from taskbench.metrics import task_metrics
 
@@ -47,6 +48,8 @@ class Workloads:
 
         self.settings = settings
         self.ledger = Ledger(settings.prefix)
+        # the async path's records: on a connection of their own, pipelined (None: redis-py's, below)
+        self._writer = writer_for(self.ledger, settings.redis_url) if settings.ledger else None
         self.metrics = task_metrics(settings.backend)
         self.counter_key = f"{settings.prefix}counter"
         # Under a burst a task waits for a connection rather than failing with "Too many connections"
@@ -81,6 +84,8 @@ class Workloads:
 
     async def __aenter__(self) -> Self:
         await self.redis.ping()
+        if self._writer is not None:
+            await self._writer.__aenter__()
         if not self.settings.ledger:
             self._flusher = asyncio.create_task(self._flush_loop())
         return self
@@ -106,6 +111,8 @@ class Workloads:
         if self._processes is not None:
             self._processes.shutdown(wait=True, cancel_futures=True)
             self._processes = None
+        if self._writer is not None:
+            await self._writer.aclose()
         await self.redis.aclose(close_connection_pool=True)
         self.redis_sync.close()
         self.redis_sync.connection_pool.disconnect()
@@ -127,11 +134,7 @@ class Workloads:
             metrics.failed.inc()
             raise
         else:
-            finished = time.time()
-            metrics.succeeded.inc()
-            metrics.duration.observe(time.perf_counter() - clock)
-            metrics.queue_wait.observe(max(0.0, started - task.enqueued_at))
-            metrics.end_to_end.observe(max(0.0, finished - task.enqueued_at))
+            metrics.succeeded_at(task.enqueued_at, started, clock)
         finally:
             metrics.in_progress.dec()
 
@@ -184,9 +187,13 @@ class Workloads:
                     await self.redis.incrby(self.counter_key, task.value)
             self._count_done()
             return
-        async with self._slots:
-            runs = await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time(),
-                                            incr=(self.counter_key, task.value) if incr else None)
+        effect = (self.counter_key, task.value) if incr else None
+        if self._writer is not None:
+            runs = await self._writer.record(task.task_id, task.enqueued_at, started, time.time(), incr=effect)
+        else:
+            async with self._slots:
+                runs = await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time(),
+                                                incr=effect)
         if runs > 1:
             self.metrics.task(task.workload).redelivered.inc()
 

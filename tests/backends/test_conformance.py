@@ -89,7 +89,10 @@ SLOW_TASK_TIMEOUT = 5
 #: the fault stack runs the library settings that change the promise (docs/backends.md) with the values
 #: that make a dead worker's task run again (their defaults, the libraries', make SAQ and Procrastinate
 #: at-most-once; the fault matrix runs those): the SIGKILL test then checks the redelivery itself
-RE_RUN = {"saq_retries": 3, "procrastinate_retry_stalled": "true", "pgqueuer_heartbeat_timeout": SLOW_TASK_TIMEOUT}
+#: RQ's abandoned job comes back after its heartbeat TTL (task timeout + 60 s, RQ's own) at the next maintenance:
+#: one every second here (an idle worker's dequeue returns every worker_ttl - 15 s)
+RE_RUN = {"saq_retries": 3, "procrastinate_retry_stalled": "true", "pgqueuer_heartbeat_timeout": SLOW_TASK_TIMEOUT,
+          "rq_worker_ttl": 16, "rq_maintenance_interval": 1}
 
 class Stack:
     """The API and the workers of one case, started and stopped by the tests."""
@@ -377,10 +380,11 @@ def test_a_task_id_is_an_idempotency_key(case: Case, stack: Stack) -> None:
     assert stack.wait_executed(["idem-seq", "idem-race"]) == {"idem-seq": 1, "idem-race": 1}
     for task_id in ("idem-seq", "idem-race"):  # the API writes accepted ids every 50 ms
         wait_until(lambda t=task_id: _known(stack, t) == "accepted", 10, what=f"{task_id} marked accepted")
-    # any copy enqueued by the duplicates would have run by the time a later batch did
+    # any copy enqueued by the duplicates would have run by the time a later batch did (and the
+    # distinct ids: with several workers, a later task may finish before an earlier one)
     later = _ids("idem-later-", 5)
     stack.post_many(later)
-    stack.wait_executed(later)
+    stack.wait_executed(distinct + later)
     ids = ["idem-seq", "idem-race", *distinct, *later]
     assert stack.counts(ids) == dict.fromkeys(ids, 1)
 
@@ -434,11 +438,13 @@ def test_sigkill_mid_task(case: Case, request: pytest.FixtureRequest) -> None:
     assert st.counts(ids) == {}
     st.kill(victim)
     st.start_worker()
-    counts = st.wait_executed(ids, timeout=45)
+    settings = {**RE_RUN, "procrastinate_retry_stalled": True}
+    delivery = case.meta.delivery_on(case.broker, settings)
+    # a library whose own setting sets when the task comes back (RQ's TTL: past 60 s) is given that long
+    counts = st.wait_executed(ids, timeout=max(45, 1.5 * (delivery.after or 0)))
     report = {"redelivered": len(counts), "of": len(ids), "runs": {t: counts.get(t, 0) for t in ids}}
     print(f"{case.backend} on {case.broker} SIGKILL mid-task: {report}")
-    settings = {**RE_RUN, "procrastinate_retry_stalled": True}
-    if case.meta.delivery_on(case.broker, settings).guarantee == backends.AT_LEAST_ONCE:
+    if delivery.guarantee == backends.AT_LEAST_ONCE:
         assert counts == dict.fromkeys(ids, 1), report
     else:
         assert all(counts.get(t, 0) <= 1 for t in ids), report

@@ -57,6 +57,26 @@ def test_paired_window_runs_from_both_at_10_percent_to_the_first_at_90() -> None
     assert _window_rates(None, True) == (None, None)
 
 
+def test_ledger_cost_is_the_cpu_per_task_on_minus_off_and_the_median_of_paired_rounds() -> None:
+    from taskbench.cli.measure import _ratio_line
+    from taskbench.harness.commands.drain import ledger_ratios
+
+    def row(ledger: bool, round_: int, rate: float, cpu: float | None, *, paired: bool) -> dict[str, object]:
+        return {"backend": "arq", "ledger": ledger, "round": round_, "paired": paired, "steady_per_s": rate,
+                "drain_per_s": rate, "worker_cpu_us_per_task": cpu, "version": "1", "workload": "noop"}
+
+    alternating = ledger_ratios([row(True, 0, 90.0, 220.0, paired=False), row(False, 0, 100.0, 200.0, paired=False),
+                                 row(False, 1, 100.0, 210.0, paired=False), row(True, 1, 90.0, 224.0, paired=False)])
+    assert alternating["arq"]["ledger_us_per_task"] == pytest.approx(222.0 - 205.0), "median on - median off"
+    paired = ledger_ratios([row(True, r, 95.0, on, paired=True) for r, on in enumerate((230.0, 212.0, 215.0))]
+                           + [row(False, r, 100.0, off, paired=True) for r, off in enumerate((200.0, 205.0, None))])
+    entry = paired["arq"]
+    assert entry["ledger_us_rounds"] == [pytest.approx(30.0), pytest.approx(7.0), None]
+    assert entry["ledger_us_per_task"] == pytest.approx(18.5), "the median of the rounds that have both"
+    line = _ratio_line("arq", entry)
+    assert "the ledger costs +18 µs of worker CPU a task, rounds +7 to +30" in line, line
+
+
 def test_drain_method_is_checked_in_one_line(tmp_path: Path) -> None:
     for args, message in ((["--method", "sideways"], "--method must be paired or alternating, not 'sideways'"),
                           (["--method", "paired", "--ledger", "on"], "--method paired needs --ledger both")):

@@ -98,8 +98,8 @@ def test_resolve_by_name_and_path(tmp_path: Path) -> None:
          "model must be one of closed, open, ramp"),
         ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\ncolour = 2\n", 8,
          "unknown parameter 'colour'"),
-        ("[defaults]\nworkload = 'io/simple'\nduration = 1\n[[case]]\nbackend = 'arq'\n[[case]]\nbackend = 'rq'\n",
-         10, "unknown backend 'rq'"),
+        ("[defaults]\nworkload = 'io/simple'\nduration = 1\n[[case]]\nbackend = 'arq'\n[[case]]\nbackend = 'kue'\n",
+         10, "unknown backend 'kue'"),
         ("[defaults]\nbackend = 'arq'\nworkload = 'io/fast'\nduration = 1\n", 6, "unknown workload 'io/fast'"),
         ("[defaults]\nbackend = 'arq'\nworkload = 'io/simple'\nduration = 1\nlimits = 'huge'\n", 8,
          "no limit set 'huge'"),
@@ -301,6 +301,10 @@ def test_cases_are_selected_by_number_range_and_label(tmp_path: Path) -> None:
             select(scenario, text)
 
 
+#: the synchronous Redis queues of issue 27, whose rows are their own (RQ's TTL outlasts the matrix's drain)
+SYNC_QUEUES = {"rq", "rq-retry", "huey"}
+
+
 def test_the_faults_scenario_covers_the_matrix_of_issue_14() -> None:
     """Every queue backend × every fault on Redis, RabbitMQ and NATS where a backend uses them, and the
     delay sweep: one scenario (its run time is in docs/faults.md)."""
@@ -308,7 +312,7 @@ def test_the_faults_scenario_covers_the_matrix_of_issue_14() -> None:
 
     scenario = resolve("faults")
     queues = {name for name in backends.available() if backends.info(name).has_worker
-              and "redis" in backends.info(name).brokers}
+              and "redis" in backends.info(name).brokers} - SYNC_QUEUES
     assert len(queues) == 7
     on_redis = {(c.params["backend"], c.params.get("fault"), c.params.get("redis_fsync"),
                  c.params.get("broker_delay")) for c in scenario.cases if c.params.get("broker", "redis") == "redis"}
@@ -331,5 +335,8 @@ def test_the_faults_scenario_covers_the_matrix_of_issue_14() -> None:
         if "postgres" in backends.info(name).brokers:
             for fault in ("kill-worker@2", "restart-broker@2", "stall-broker@2+2"):
                 assert (name, fault) in on_postgres, (name, fault)
+    for name in SYNC_QUEUES:  # issue 27: the worker killed and frozen, Redis restarted
+        for fault in ("kill-worker@2", "pause-worker@2+5", "restart-broker@2"):
+            assert any(k[:2] == (name, fault) for k in on_redis), (name, fault)
     paused = [c for c in scenario.cases if str(c.params.get("fault", "")).startswith("pause-worker")]
     assert all(c.params["workers"] == 2 for c in paused), "a paused worker's tasks go to the other one"

@@ -138,6 +138,30 @@ def _procrastinate_promise(_broker: str, settings: Mapping[str, Any]) -> Deliver
                              "within ~1.25 x --task-timeout + the 5 s fetch poll")
 
 
+#: RQ's heartbeat TTL of a running job at most: ``min(job timeout, job_monitoring_interval=30) + 60`` s
+RQ_HEARTBEAT_TTL: Final = 90
+
+
+def _rq_wait(settings: Mapping[str, Any]) -> str:
+    ttl, interval = settings["rq_worker_ttl"], settings["rq_maintenance_interval"]
+    return (f"its heartbeat TTL (min(--task-timeout, 30) + 60 s) expired, at the next maintenance of a worker "
+            f"(maintenance_interval {interval:g} s, --rq-maintenance-interval; an idle worker checks every "
+            f"worker_ttl - 15 = {ttl - 15:g} s, --rq-worker-ttl)")
+
+
+def _rq_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
+    return Delivery(guarantee=AT_MOST_ONCE,
+                    recovery=f"no Retry (RQ's default): a dead worker's job is moved to the failed registry "
+                             f"(AbandonedJobError) once {_rq_wait(settings)}; never run again")
+
+
+def _rq_retry_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
+    after = RQ_HEARTBEAT_TTL + settings["rq_maintenance_interval"] + settings["rq_worker_ttl"] - 15
+    return Delivery(after=after,
+                    recovery=f"Retry(max=3): a dead worker's job is enqueued again once {_rq_wait(settings)}: "
+                             f"back within {after:g} s")
+
+
 REGISTRY: Final[dict[str, BackendInfo]] = {
     info.name: info
     for info in (
@@ -255,6 +279,30 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             promise=_saq_promise,
             module_name="saq_postgres",
             extra_name="saq",
+        ),
+        BackendInfo(
+            name="rq",
+            summary="RQ: Queue.enqueue with the task id as a unique job id, a pool of forking workers, JSON",
+            remembers_ids=True,
+            promise_settings=("rq_worker_ttl", "rq_maintenance_interval"),
+            promise=_rq_promise,
+        ),
+        BackendInfo(
+            name="rq-retry",
+            summary="RQ with Retry(max=3): an abandoned job is enqueued again instead of failed",
+            remembers_ids=True,
+            promise_settings=("rq_worker_ttl", "rq_maintenance_interval"),
+            promise=_rq_retry_promise,
+            module_name="rq_retry",
+            extra_name="rq",
+        ),
+        BackendInfo(
+            name="huey",
+            summary="Huey: RedisHuey, the consumer's thread workers (--huey-worker-type), no results",
+            key_patterns=("huey.*.taskbench.{run_id}", "huey.*.taskbench.{run_id}.*"),
+            default_delivery=Delivery(guarantee=AT_MOST_ONCE,
+                                      recovery="none: a worker takes a task off Redis (BRPOP) before it runs it, "
+                                               "so a worker killed mid-task loses it"),
         ),
     )
 }

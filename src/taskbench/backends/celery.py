@@ -10,8 +10,10 @@ Wiring (Celery 5.7, kombu 5.7), and why:
   every ``task_timeout / 4`` s here (its default is about every 100 s);
 - every key lives under the run prefix (kombu's ``global_keyprefix``), the queue is named after the
   run, so nothing is shared with other runs and the harness can delete it all;
-- ``apply_async`` is blocking I/O: the API runs it in a bounded thread pool, never on its event loop,
-  and answers once it returned (with RabbitMQ, ``confirm_publish`` makes that the broker's ack);
+- ``send_task`` is blocking I/O: the API runs it on the shared producer thread pool
+  (:mod:`._sync_producer`: ``--producer-threads``, bounded by ``--enqueue-timeout``), never on its event
+  loop, and answers once it returned (with RabbitMQ, ``confirm_publish`` makes that the broker's ack);
+  kombu's producer pool holds as many connections as there are threads;
 - coroutines: Celery 5.7 has no ``async def`` tasks. Instead of a custom pool package we keep one
   long-lived event loop per worker process (the process's own, which owns the Workloads' clients)
   and run Celery's ``threads`` pool beside it: a pool thread hands the coroutine to that loop with
@@ -32,12 +34,12 @@ import os
 import socket
 import threading
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
+from taskbench.backends._sync_producer import SyncProducer, sync_producer
 from taskbench.backends._worker import blocking_execute, stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
@@ -50,8 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("taskbench.backends.celery")
 
 FUNCTION = "taskbench_execute"
-#: threads publishing for the API; kombu's producer pool is shared between them
-PUBLISHERS = 32
 
 
 def queue_name(settings: Settings) -> str:
@@ -86,7 +86,7 @@ def make_app(settings: Settings) -> Celery:
         task_create_missing_queues=True,
         broker_transport_options=transport,
         broker_connection_retry_on_startup=True,
-        broker_pool_limit=PUBLISHERS,
+        broker_pool_limit=settings.producer_threads,  # one connection per producer thread
         worker_hijack_root_logger=False,
         worker_send_task_events=False,  # Flower asks for them at run time when it is watching
         timezone="UTC",
@@ -108,27 +108,23 @@ def _message(payload: dict[str, Any]) -> TaskMessage:
 
 
 class _Producer:
-    def __init__(self, app: Celery, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, app: Celery, threads: SyncProducer) -> None:
         self._app = app
-        self._executor = executor
+        self._threads = threads
         self._publish = functools.partial(app.send_task, FUNCTION)
 
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(
-            self._executor, functools.partial(self._publish, args=(task.to_dict(),), task_id=task.task_id)
-        )
+        await self._threads.run(functools.partial(self._publish, args=(task.to_dict(),), task_id=task.task_id))
 
 
 class CeleryBackend:
     @asynccontextmanager
     async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
         app = make_app(ctx.settings)
-        executor = ThreadPoolExecutor(PUBLISHERS, thread_name_prefix="taskbench-celery-publish")
         try:
-            yield _Producer(app, executor)
+            async with sync_producer(ctx.settings, "celery") as threads:
+                yield _Producer(app, threads)
         finally:
-            executor.shutdown(wait=True)
             app.close()
 
     async def run_worker(self, ctx: WorkerContext) -> None:

@@ -15,7 +15,8 @@ Wiring (dramatiq 2.2), and why:
   them); it hands the coroutine to the worker process's own event loop, which owns the Workloads'
   Redis clients, and waits. Dramatiq's AsyncIO middleware would run it on a second loop, where those
   clients cannot be used;
-- ``broker.enqueue`` is blocking I/O: the API runs it in a bounded thread pool and answers once
+- ``broker.enqueue`` is blocking I/O: the API runs it on the shared producer thread pool
+  (:mod:`._sync_producer`: ``--producer-threads``, bounded by ``--enqueue-timeout``) and answers once
   Redis has the message;
 - SIGTERM/SIGINT stop the consumers and wait up to ``--stop-timeout`` for running actors.
 """
@@ -26,7 +27,6 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.encoder import JSONEncoder
 from dramatiq.middleware import AgeLimit, Retries, ShutdownNotifications, TimeLimit
 
+from taskbench.backends._sync_producer import SyncProducer, sync_producer
 from taskbench.backends._worker import blocking_execute, stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 FUNCTION = "taskbench_execute"
 QUEUE = "default"
-PUBLISHERS = 32
 #: Dramatiq's maintenance (requeueing a dead worker's messages) per million broker commands
 MAINTENANCE_CHANCE = 50_000
 MAX_RETRIES = 3
@@ -74,15 +74,14 @@ def make_broker(settings: Settings) -> RedisBroker:
 
 
 class _Producer:
-    def __init__(self, broker: RedisBroker, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, broker: RedisBroker, threads: SyncProducer) -> None:
         self._broker = broker
-        self._executor = executor
+        self._threads = threads
 
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
         message = dramatiq.Message(queue_name=QUEUE, actor_name=FUNCTION, args=(task.to_dict(),), kwargs={},
                                    options={})
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, functools.partial(self._broker.enqueue, message))
+        await self._threads.run(functools.partial(self._broker.enqueue, message))
 
 
 class DramatiqBackend:
@@ -90,11 +89,10 @@ class DramatiqBackend:
     async def producer(self, ctx: ServiceContext) -> AsyncIterator[_Producer]:
         broker = make_broker(ctx.settings)
         broker.declare_queue(QUEUE)
-        executor = ThreadPoolExecutor(PUBLISHERS, thread_name_prefix="taskbench-dramatiq-publish")
         try:
-            yield _Producer(broker, executor)
+            async with sync_producer(ctx.settings, "dramatiq") as threads:
+                yield _Producer(broker, threads)
         finally:
-            executor.shutdown(wait=True)
             broker.close()
 
     async def run_worker(self, ctx: WorkerContext) -> None:

@@ -40,7 +40,7 @@ def backends() -> None:
         for name in meta.promise_settings:  # a setting that changes it: the promise under another value
             param = params.get(name)
             other = _other_value(param.type, param.default)
-            if other is None:
+            if other is None or param.problem(other) is not None:  # RQ's seconds: a wait, never 1
                 continue
             delivery = meta.delivery_on(meta.brokers[0], {name: other})
             shown = str(other).lower() if isinstance(other, bool) else other

@@ -146,7 +146,8 @@ def drain(
 
 
 def _ratio_line(name: str, entry: dict[str, Any]) -> str:
-    """One backend's ledger ratio as a sentence (paired: the median of the rounds' ratios and their range)."""
+    """One backend's ledger ratio as a sentence (paired: the median of the rounds' ratios and their range),
+    with the worker's CPU per task in both modes and the ledger's own cost in µs a task."""
     if entry["ratio"] is None:
         return f"{name}: no ledger ratio (both modes need a measured rate)"
     text = f"{name}: drain rate ledger on ÷ off = {entry['ratio']:.3f}"
@@ -156,6 +157,11 @@ def _ratio_line(name: str, entry: dict[str, Any]) -> str:
     if entry["cpu_ratio"] is not None:
         text += (f"; worker CPU per task off ÷ on = {entry['cpu_ratio']:.3f} ({entry['cpu_off_us_per_task']:.0f} → "
                  f"{entry['cpu_on_us_per_task']:.0f} µs)")
+    cost = entry.get("ledger_us_per_task")
+    if cost is not None:
+        spread = [r for r in entry.get("ledger_us_rounds", []) if r is not None]
+        within = f", rounds {min(spread):+.0f} to {max(spread):+.0f}" if len(spread) > 1 else ""
+        text += f"; the ledger costs {cost:+.0f} µs of worker CPU a task{within}"
     return text
 
 

@@ -63,6 +63,11 @@ def run(
         "pgqueuer_heartbeat_timeout"),
     procrastinate_retry_stalled: Annotated[bool, params.option("procrastinate_retry_stalled")] = params.default(
         "procrastinate_retry_stalled"),
+    rq_worker_ttl: Annotated[int, params.option("rq_worker_ttl")] = params.default("rq_worker_ttl"),
+    rq_maintenance_interval: Annotated[int, params.option("rq_maintenance_interval")] = params.default(
+        "rq_maintenance_interval"),
+    huey_worker_type: Annotated[str, params.option("huey_worker_type")] = params.default("huey_worker_type"),
+    producer_threads: Annotated[int, params.option("producer_threads")] = params.default("producer_threads"),
     scenario: Annotated[str | None, typer.Option(
         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
     cases: Annotated[str | None, typer.Option(
@@ -103,7 +108,9 @@ def run(
             idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,
             fault=Fault.parse(fault) if fault else None, restart_workers=restart_workers,
             saq_retries=saq_retries, pgqueuer_heartbeat_timeout=pgqueuer_heartbeat_timeout,
-            procrastinate_retry_stalled=procrastinate_retry_stalled,
+            procrastinate_retry_stalled=procrastinate_retry_stalled, rq_worker_ttl=rq_worker_ttl,
+            rq_maintenance_interval=rq_maintenance_interval, huey_worker_type=huey_worker_type,
+            producer_threads=producer_threads,
         )
     except ValueError as exc:
         fail(str(exc))

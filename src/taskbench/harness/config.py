@@ -94,6 +94,10 @@ class RunConfig:
     saq_retries: int = 1
     pgqueuer_heartbeat_timeout: float = 30.0
     procrastinate_retry_stalled: bool = False
+    rq_worker_ttl: int = 420
+    rq_maintenance_interval: int = 600
+    huey_worker_type: str = "thread"
+    producer_threads: int = 32
     api_port: int | None = None
     http_metrics: bool = True
     idempotency: bool = True

@@ -32,7 +32,7 @@ def render(result: Result, console: Console | None = None) -> None:
     table = Table(title=escape(title), title_justify="left")  # every string of a result file is text, not markup
     columns = [
         ("backend", "left"), ("mode", "left"), ("RPS", "right"), ("median\nms", "right"),
-        ("p95\nms", "right"), ("p99\nms", "right"), ("all tasks\nrun in s", "right"),
+        ("p95\nms", "right"), ("p99\nms", "right"), ("all tasks\nrun in s,\nledger on", "right"),
         ("errors\n%", "right"), ("accepted", "right"), ("lost", "right"), ("dup", "right"),
         ("unexp", "right"),
         ("e2e p95\nms", "right"), ("driver\nCPU %", "right"), ("status", "left"),
@@ -64,6 +64,9 @@ def render(result: Result, console: Console | None = None) -> None:
         console.print(f"[bold red]{escape(result.interrupted)}[/]: the table holds what was measured until then")
     for note in notes:
         console.print(note, markup=False)
+    if cases:  # a run's workers always record every execution: the audit needs it
+        console.print("ledger on: each task's worker also wrote its ledger record; `taskbench drain --workload noop "
+                      "--ledger both` measures what that costs a task", markup=False)
     for case in cases:
         who = escape(case.backend)
         if case.unsafe:

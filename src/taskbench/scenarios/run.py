@@ -202,5 +202,7 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         idempotency=p["idempotency"], fault=Fault.parse(p["fault"]) if p["fault"] else None,
         restart_workers=p["restart_workers"], saq_retries=p["saq_retries"],
         pgqueuer_heartbeat_timeout=p["pgqueuer_heartbeat_timeout"],
-        procrastinate_retry_stalled=p["procrastinate_retry_stalled"],
+        procrastinate_retry_stalled=p["procrastinate_retry_stalled"], rq_worker_ttl=p["rq_worker_ttl"],
+        rq_maintenance_interval=p["rq_maintenance_interval"], huey_worker_type=p["huey_worker_type"],
+        producer_threads=p["producer_threads"],
     )

@@ -156,10 +156,13 @@ def ledger_ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     ledger costs the worker that share), which holds even when the worker's core was not what limited
     the rate.
 
+    ``ledger_us_per_task`` is the ledger's own cost, the worker CPU µs a task with it on minus with it off
+    (what a user subtracts from a figure measured with the ledger on, as every ``run`` is).
+
     Paired rounds (both modes at once, ``method`` "paired") give a ratio each, over the same seconds:
-    ``ratio`` and ``cpu_ratio`` are then the medians of the rounds' ratios (``ratio_rounds``,
-    ``cpu_ratio_rounds``), which a machine whose speed changes between rounds moves far less than a
-    ratio of medians."""
+    ``ratio``, ``cpu_ratio`` and ``ledger_us_per_task`` are then the medians of the rounds' figures
+    (``ratio_rounds``, ``cpu_ratio_rounds``, ``ledger_us_rounds``), which a machine whose speed changes
+    between rounds moves far less than a ratio of medians."""
     import statistics
 
     def median(values: list[float]) -> float | None:
@@ -191,11 +194,15 @@ def ledger_ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                      for p in both]
             entry["cpu_ratio_rounds"] = [_ratio(p[False].get("worker_cpu_us_per_task"),
                                                 p[True].get("worker_cpu_us_per_task")) for p in both]
+            entry["ledger_us_rounds"] = [_difference(p[True].get("worker_cpu_us_per_task"),
+                                                     p[False].get("worker_cpu_us_per_task")) for p in both]
             entry["ratio"] = median([r for r in entry["ratio_rounds"] if r is not None])
             entry["cpu_ratio"] = median([r for r in entry["cpu_ratio_rounds"] if r is not None])
+            entry["ledger_us_per_task"] = median([r for r in entry["ledger_us_rounds"] if r is not None])
         else:
             entry["ratio"] = _ratio(on, off)
             entry["cpu_ratio"] = _ratio(cpu_off, cpu_on)
+            entry["ledger_us_per_task"] = _difference(cpu_on, cpu_off)
     return out
 
 
@@ -205,6 +212,10 @@ def _rate(row: dict[str, Any]) -> float:
 
 def _ratio(top: float | None, bottom: float | None) -> float | None:
     return top / bottom if top is not None and bottom else None
+
+
+def _difference(on: float | None, off: float | None) -> float | None:
+    return on - off if on is not None and off is not None else None
 
 
 def _exited(proc: Managed) -> bool:

@@ -1,0 +1,106 @@
+"""A task run in a forked child of a worker (RQ's work horse, Huey's process workers): no event loop there.
+
+The worker's ``WorkerContext.execute`` belongs to the parent's event loop and its Redis clients, which a
+forked child cannot use. A child runs the task body here instead: the same five workloads, synchronous
+(an io workload sleeps ``--io-delay`` with ``time.sleep``; cpu/process crunches in the child, which is a
+process of its own already), and writes the ledger with :meth:`taskbench.ledger.Ledger.record_sync` over
+a synchronous client: one EVALSHA that records the execution and does the task's INCRBY together, so a
+child killed at any moment leaves both or neither. redis-py's pool sees the new pid and opens the child's
+own connection. With the ledger off, the child counts its execution in ``<prefix>done`` at once (a child
+that exits has no batch to flush).
+
+:func:`measured` keeps the task metrics of :meth:`taskbench.workloads.Workloads.run` for the process that
+calls it (a long-lived child, or a parent timing its child).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from taskbench.ledger import Ledger
+from taskbench.messages import NOOP, TaskMessage
+from taskbench.metrics import task_metrics
+from taskbench.workloads import crunch
+
+if TYPE_CHECKING:
+    from taskbench.settings import Settings
+
+#: ``prctl`` option: the signal a process gets when the thread that forked it exits (Linux)
+PR_SET_PDEATHSIG = 1
+
+
+class ForkedBody:
+    """The task bodies for a forked child; made in the parent before it forks, used in the child."""
+
+    def __init__(self, settings: Settings) -> None:
+        import redis
+
+        self.settings = settings
+        self.ledger = Ledger(settings.prefix)
+        self.counter_key = f"{settings.prefix}counter"
+        self.done_key = f"{settings.prefix}done"
+        self.client = redis.Redis.from_url(settings.redis_url)
+
+    def run(self, payload: dict[str, Any]) -> int:
+        """Run one task and record it; returns how many times it has run, this one included."""
+        task = TaskMessage.from_dict(payload)
+        started = time.time()
+        settings = self.settings
+        if task.workload.startswith("io/"):
+            if settings.io_delay:
+                time.sleep(settings.io_delay)
+        elif task.workload.startswith("cpu/"):
+            crunch(settings.cpu_iterations)
+        elif task.workload != NOOP:
+            raise ValueError(f"unknown workload {task.workload!r}")
+        incr = None if task.workload == NOOP else (self.counter_key, task.value)
+        if not settings.ledger:
+            with self.client.pipeline(transaction=False) as pipe:
+                if incr:
+                    pipe.incrby(*incr)
+                pipe.incrby(self.done_key, 1)
+                pipe.execute()
+            return 1
+        return self.ledger.record_sync(self.client, task.task_id, task.enqueued_at, started, time.time(), incr=incr)
+
+
+@contextlib.contextmanager
+def measured(backend: str, task: TaskMessage) -> Iterator[list[bool]]:
+    """The task metrics around one task: started, in progress, then succeeded (with its durations) or
+    failed. The caller appends True to the yielded list once the task succeeded; an exception fails it."""
+    metrics = task_metrics(backend).task(task.workload)
+    metrics.started.inc()
+    metrics.in_progress.inc()
+    started = time.time()
+    clock = time.perf_counter()
+    outcome: list[bool] = []
+    try:
+        yield outcome
+    finally:
+        metrics.in_progress.dec()
+        if outcome and outcome[-1]:
+            metrics.succeeded_at(task.enqueued_at, started, clock)
+        else:
+            metrics.failed.inc()
+
+
+def die_with_parent() -> None:
+    """In a forked child: SIGKILL when the parent (the thread that forked it) dies, as a container's
+    processes die together; a child whose parent is already gone exits. No-op off Linux.
+
+    Also: the parent's event loop wrote signals to a wakeup fd, which the child inherited; a signal the
+    child gets must not reach the parent's loop through it.
+    """
+    parent = os.getppid()
+    signal.set_wakeup_fd(-1)
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent or parent == 1:
+        os._exit(1)
