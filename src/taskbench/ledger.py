@@ -16,26 +16,37 @@ a time row that is not three finite, plausible unix times, a key that is not a t
 hash without its row in the other, or a ledger key of the wrong type is *corrupt*. The audit leaves a
 corrupt id out of every other figure, counts it, lists a sample with what is wrong, and a run with
 any corrupt row is not ok: its proof is damaged.
+
+**A user's task** (``--workload module:callable``, and a user's own service through taskbench's
+instrumentation) records each execution with :data:`RECORD_EXECUTION` instead (:meth:`Ledger.record_execution`,
+:meth:`Ledger.record_execution_sync`): the same count and times, plus two hashes of its own:
+
+* ``P ledger:c`` hash task id -> CPU seconds of its last execution (``"%.6f"``; absent when not measured);
+* ``P ledger:f`` hash task id -> ``"<failed executions> <exception type>"``, only for a task of which an
+  execution raised (the type of the last exception, as :func:`failure_name` writes it).
+
+A call that raised is still an execution (it ran: never *lost*); the audit counts the accepted ids with a
+row in ``ledger:f`` as **failed**, by exception type, and leaves them out of *ok*. Anyone may write these
+rows with the script alone: ``EVALSHA <sha1 of RECORD_EXECUTION> 4 P:ledger:n P:ledger:t P:ledger:c
+P:ledger:f <task id> "<enqueued> <started> <finished>" <cpu seconds or ""> <exception type or "">``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+import math
+import re
 from typing import TYPE_CHECKING, Any, Final
 
 from redis.exceptions import NoScriptError
 
-from taskbench.histogram import Histogram
-from taskbench.ledger_rows import Rows, sort_rows
-from taskbench.results.model import AuditResult
+from taskbench.ledger_audit import SAMPLE, Audit, audit, per_second
+from taskbench.ledger_rows import Outcomes, Rows, sort_rows
 
 if TYPE_CHECKING:
     import redis
     import redis.asyncio as aioredis
 
-SAMPLE = 20  # how many ids of each anomaly the audit lists
 #: the key under which a ledger hash that cannot be read is reported
 WHOLE_HASH = "*"
 #: KEYS: count hash, times hash[, the task's counter]; ARGV: task id, times[, the task's increment]
@@ -49,6 +60,31 @@ return runs
 
 #: the script's SHA1, as EVALSHA names it
 RECORD_SHA: Final = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
+#: one execution of a user's task (see the module's docstring). KEYS: count, times, cpu, failed hashes;
+#: ARGV: task id, times, CPU seconds ("" if not measured), exception type ("" when the call returned)
+RECORD_EXECUTION: Final = """
+local runs = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[3]) end
+if ARGV[4] ~= '' then
+  local before = redis.call('HGET', KEYS[4], ARGV[1])
+  local failed = 1
+  if before then failed = (tonumber(string.match(before, '^%d+')) or 0) + 1 end
+  redis.call('HSET', KEYS[4], ARGV[1], failed .. ' ' .. ARGV[4])
+end
+return runs
+"""
+RECORD_EXECUTION_SHA: Final = hashlib.sha1(RECORD_EXECUTION.encode(), usedforsecurity=False).hexdigest()
+#: what an exception type may look like in ``ledger:f`` (anything else is replaced by ``_``)
+_TYPE_CHARS: Final = re.compile(r"[^A-Za-z0-9_.]")
+
+
+def failure_name(exc: BaseException) -> str:
+    """The exception's type as the ledger keeps it: ``ValueError``, ``httpx.ConnectError`` (the module
+    but for builtins), at most 100 characters of ``[A-Za-z0-9_.]``."""
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return _TYPE_CHARS.sub("_", name)[:100] or "Exception"
 
 
 class Ledger:
@@ -58,9 +94,12 @@ class Ledger:
         self.prefix = prefix
         self.count_key = f"{prefix}ledger:n"
         self.times_key = f"{prefix}ledger:t"
+        self.cpu_key = f"{prefix}ledger:c"  # a user's task: CPU seconds of the last execution
+        self.failed_key = f"{prefix}ledger:f"  # a user's task: "<failed executions> <exception type>"
         # the sync path's script, registered on first use with the client that runs it (EVALSHA; redis-py
         # loads it when missing); the async path calls EVALSHA itself
         self._sync_script: Any = None
+        self._sync_execution: Any = None
 
     @staticmethod
     def _times(enqueued_at: float, started_at: float, finished_at: float) -> str:
@@ -113,6 +152,59 @@ class Ledger:
                        client=client)
         return int(count)
 
+    def _execution(self, task_id: str, times: tuple[float, float, float], cpu_s: float | None,
+                   error: str | None) -> tuple[list[str], list[str]]:
+        keys = [self.count_key, self.times_key, self.cpu_key, self.failed_key]
+        cpu = "" if cpu_s is None or not math.isfinite(cpu_s) else f"{max(0.0, cpu_s):.6f}"
+        kind = "" if error is None else (_TYPE_CHARS.sub("_", error)[:100] or "Exception")
+        return keys, [task_id, self._times(*times), cpu, kind]
+
+    async def record_execution(self, client: aioredis.Redis, task_id: str, enqueued_at: float, started_at: float,
+                               finished_at: float, *, cpu_s: float | None = None, error: str | None = None) -> int:
+        """Record one execution of a user's task (:data:`RECORD_EXECUTION`); returns how many times this
+        task has run, this one included.
+
+        ``cpu_s``: the CPU seconds the call took (None: not measured). ``error``: the exception type of a
+        call that raised (:func:`failure_name`), None for one that returned: the execution then counts as
+        **failed** in the audit, never as lost. The count, the times, the CPU and the failure are written
+        by one script, so they are in Redis together or not at all.
+        """
+        keys, args = self._execution(task_id, (enqueued_at, started_at, finished_at), cpu_s, error)
+        try:
+            count = await client.evalsha(RECORD_EXECUTION_SHA, len(keys), *keys, *args)
+        except NoScriptError:
+            await client.script_load(RECORD_EXECUTION)
+            count = await client.evalsha(RECORD_EXECUTION_SHA, len(keys), *keys, *args)
+        return int(count)
+
+    def record_execution_sync(self, client: redis.Redis, task_id: str, enqueued_at: float, started_at: float,
+                              finished_at: float, *, cpu_s: float | None = None, error: str | None = None) -> int:
+        """:meth:`record_execution` on a synchronous client (a forked child, a sync task)."""
+        keys, args = self._execution(task_id, (enqueued_at, started_at, finished_at), cpu_s, error)
+        script = self._sync_execution
+        if script is None:
+            script = self._sync_execution = client.register_script(RECORD_EXECUTION)
+        return int(script(keys=keys, args=args, client=client))
+
+    def outcomes(self, client: redis.Redis) -> Outcomes:
+        """The failed executions and CPU times of a user's task; a row that is not one is left out
+        (never raises on content: the counts and times are the proof, these are figures beside it)."""
+        found = Outcomes()
+        failed, _ = self._hash(client, self.failed_key)
+        for key, value in failed.items():
+            text = (value.decode(errors="replace") if isinstance(value, bytes) else str(value)).split(" ", 1)
+            if len(text) == 2 and text[0].isdigit() and int(text[0]) > 0:
+                found.failed[_text(key)] = (int(text[0]), text[1])
+        cpu, _ = self._hash(client, self.cpu_key)
+        for key, value in cpu.items():
+            try:
+                seconds = float(value)
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(seconds) and seconds >= 0:
+                found.cpu_s[_text(key)] = seconds
+        return found
+
     def _keys(self, incr: tuple[str, int] | None) -> list[str]:
         return [self.count_key, self.times_key, incr[0]] if incr else [self.count_key, self.times_key]
 
@@ -163,167 +255,9 @@ class Ledger:
             return {}, {f"{WHOLE_HASH}{key}": f"unreadable: {exc}"}
 
 
-@dataclass(kw_only=True)
-class Audit:
-    """What happened to the accepted tasks of one case."""
-
-    accepted: int
-    executed: int  # accepted tasks that ran at least once
-    lost: int  # accepted, never ran
-    duplicated: int  # ran more than once (any task id)
-    extra_executions: int  # executions beyond the first, summed
-    late: int  # finished after the drain deadline
-    unacknowledged: int  # ran, but the driver saw no 2xx for it (Jepsen's categories: "unexpected")
-    first_start: float | None
-    last_finish: float | None
-    end_to_end: Histogram = field(default_factory=Histogram)  # enqueue -> finish, µs
-    queue_wait: Histogram = field(default_factory=Histogram)  # enqueue -> start, µs
-    lost_ids: list[str] = field(default_factory=list)
-    duplicated_ids: list[str] = field(default_factory=list)
-    #: tasks finished in each second after ``start`` (the drain as a curve); empty without a start
-    executed_per_second: list[int] = field(default_factory=list)
-    start: float | None = None  # the load's start (wall clock), second 0 of executed_per_second
-    corrupt: int = 0  # ledger rows that are not a valid record, left out of every other figure
-    corrupt_ids: dict[str, str] = field(default_factory=dict)  # a sample: id -> what is wrong
-    attempted: int = 0  # ids the driver sent: 2xx or not
-    ok_once: int = 0  # 2xx, ran exactly once (Jepsen's "ok")
-    recovered: int = 0  # ran after a non-2xx or no answer (of the unacknowledged)
-    unacknowledged_ids: list[str] = field(default_factory=list)
-    refused: int = 0  # answered 409: the id was already submitted, this request enqueued nothing
-
-    @property
-    def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.corrupt == 0
-
-    def to_model(self) -> AuditResult:
-        return AuditResult.model_validate(self.to_dict())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "accepted": self.accepted,
-            "executed": self.executed,
-            "lost": self.lost,
-            "duplicated": self.duplicated,
-            "extra_executions": self.extra_executions,
-            "late": self.late,
-            "unacknowledged": self.unacknowledged,
-            "first_start": self.first_start,
-            "last_finish": self.last_finish,
-            "end_to_end_ms": self.end_to_end.summary(),
-            "queue_wait_ms": self.queue_wait.summary(),
-            "end_to_end_histogram": self.end_to_end.to_dict(),
-            "lost_ids": self.lost_ids,
-            "duplicated_ids": self.duplicated_ids,
-            "executed_per_second": self.executed_per_second,
-            "start": self.start,
-            "corrupt": self.corrupt,
-            "corrupt_ids": self.corrupt_ids,
-            "categories": self.categories(),
-        }
-
-    def categories(self) -> dict[str, Any]:
-        """Jepsen's queue categories, counts and fractions of the attempted ids (see ``Categories``)."""
-        base = max(1, self.attempted)
-        counts = {"ok": self.ok_once, "lost": self.lost, "duplicated": self.duplicated,
-                  "unexpected": self.unacknowledged}
-        fractions = {f"{k}_frac": (v / base if self.attempted else 0.0) for k, v in counts.items()}
-        return {"attempted": self.attempted, **counts, "recovered": self.recovered, **fractions,
-                "unexpected_ids": self.unacknowledged_ids, "refused": self.refused}
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def audit(
-    accepted_ids: Iterable[str],
-    counts: Mapping[Any, Any],
-    times: Mapping[Any, Any],
-    *,
-    deadline: float | None = None,
-    ignore_prefix: str | None = None,
-    start: float | None = None,
-    corrupt: Mapping[str, str] | None = None,
-    failed_ids: Iterable[str] = (),
-    refused_ids: Iterable[str] = (),
-) -> Audit:
-    """Compare the ids the driver saw accepted with the ledger's records.
-
-    ``counts`` and ``times`` may hold anything (as :meth:`Ledger.read` returns them, or raw): what
-    is not a valid row is corrupt, as are the ids of ``corrupt`` (:attr:`Rows.corrupt`). A corrupt
-    id is neither executed, lost nor duplicated. ``ignore_prefix`` leaves out ids of another phase
-    (the warm-up) on every side. ``failed_ids`` are the ids the driver sent and got a non-2xx or no
-    answer for: with the accepted ones, the attempted ids of Jepsen's categories. ``refused_ids`` got a
-    409 (the id was already submitted in the run): a definite answer, so an id of them that ran is
-    not *recovered* (its first submission ran it), and they are counted as ``refused``. ``start`` (the
-    load's start, wall clock) gives ``executed_per_second``: finishes counted per second after it.
-    """
-    rows = sort_rows(counts, times)
-    bad = {**rows.corrupt, **(corrupt or {})}
-    accepted = set(accepted_ids)
-    counts = rows.counts
-    if ignore_prefix:
-        accepted = {t for t in accepted if not t.startswith(ignore_prefix)}
-        counts = {t: n for t, n in counts.items() if not t.startswith(ignore_prefix)}
-        bad = {t: why for t, why in bad.items() if not t.startswith(ignore_prefix)}
-    refused = set(refused_ids) - accepted
-    failed = set(failed_ids) - accepted - refused
-    if ignore_prefix:
-        failed = {t for t in failed if not t.startswith(ignore_prefix)}
-        refused = {t for t in refused if not t.startswith(ignore_prefix)}
-    attempted = len(accepted | failed | refused)
-    accepted -= bad.keys()
-    lost = sorted(accepted.difference(counts))
-    stray = sorted(t for t in counts if t not in accepted)
-    dups = sorted(t for t, n in counts.items() if n > 1)
-    result = Audit(
-        accepted=len(accepted),
-        executed=len(accepted) - len(lost),
-        lost=len(lost),
-        duplicated=len(dups),
-        extra_executions=sum(counts[t] - 1 for t in dups),
-        late=0,
-        unacknowledged=len(stray),
-        first_start=None,
-        last_finish=None,
-        lost_ids=lost[:SAMPLE],
-        duplicated_ids=dups[:SAMPLE],
-        corrupt=len(bad),
-        corrupt_ids={t: bad[t] for t in sorted(bad)[:SAMPLE]},
-        attempted=attempted,
-        ok_once=sum(1 for t in accepted if counts.get(t) == 1),
-        recovered=sum(1 for t in stray if t in failed),
-        unacknowledged_ids=stray[:SAMPLE],
-        refused=len(refused),
-    )
-    starts: list[float] = []
-    finishes: list[float] = []
-    for enq, began, fin in _rows(counts, rows.times):
-        starts.append(began)
-        finishes.append(fin)
-        result.end_to_end.record(max(0, round((fin - enq) * 1e6)))
-        result.queue_wait.record(max(0, round((began - enq) * 1e6)))
-        if deadline is not None and fin > deadline:
-            result.late += 1
-    if starts:
-        result.first_start = min(starts)
-        result.last_finish = max(finishes)
-    if start is not None:
-        result.start = start
-        result.executed_per_second = per_second(finishes, start)
-    return result
-
-
-def per_second(stamps: list[float], start: float) -> list[int]:
-    """How many of ``stamps`` fall in each second after ``start`` (earlier ones count in second 0)."""
-    if not stamps:
-        return []
-    bins = [0] * (int(max(0.0, max(stamps) - start)) + 1)
-    for stamp in stamps:
-        bins[int(max(0.0, stamp - start))] += 1
-    return bins
-
-
-def _rows(
-    counts: dict[str, int], times: dict[str, tuple[float, float, float]]
-) -> Iterator[tuple[float, float, float]]:
-    for task_id in counts:
-        row = times.get(task_id)
-        if row is not None:
-            yield row
+__all__ = ["RECORD", "RECORD_EXECUTION", "RECORD_EXECUTION_SHA", "RECORD_SHA", "SAMPLE", "Audit", "Ledger",
+           "Outcomes", "audit", "failure_name", "per_second"]

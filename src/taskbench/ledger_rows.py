@@ -29,6 +29,16 @@ class Rows:
     corrupt: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(kw_only=True)
+class Outcomes:
+    """What the ledger holds of a user's task beyond counts and times (:meth:`Ledger.outcomes`)."""
+
+    #: task id -> (failed executions, the last exception type)
+    failed: dict[str, tuple[int, str]] = field(default_factory=dict)
+    #: task id -> CPU seconds of its last execution
+    cpu_s: dict[str, float] = field(default_factory=dict)
+
+
 def sort_rows(raw_counts: Mapping[Any, Any], raw_times: Mapping[Any, Any]) -> Rows:
     """Valid rows and corrupt ones from two hashes' content as read (bytes or str), or as built in
     Python (ints, tuples of floats). An id is corrupt when its count or its times are malformed,

@@ -139,11 +139,13 @@ class Categories(Figures):
     lost: int = 0  # 2xx, never ran
     duplicated: int = 0  # ran more than once
     unexpected: int = 0  # no 2xx, yet ran
+    failed: int = 0  # 2xx, ran, and an execution raised (a user's task: the call, not the delivery, failed)
     recovered: int = 0  # of the unexpected: the driver got a non-2xx or no answer for it
     ok_frac: float = 0.0
     lost_frac: float = 0.0
     duplicated_frac: float = 0.0
     unexpected_frac: float = 0.0
+    failed_frac: float = 0.0
     unexpected_ids: list[str] = []
     #: ids answered 409 (already submitted in the run, so not enqueued again): an answer, not a
     #: failure; a normal run has none, its ids being unique
@@ -175,7 +177,14 @@ class AuditResult(Figures):
     #: them: id -> what is wrong
     corrupt: int = 0
     corrupt_ids: dict[str, str] = {}
-    #: ok / lost / duplicated / unexpected; absent from files written before it (all zero then)
+    #: a user's task (``--workload module:callable``): accepted ids of which an execution raised, the
+    #: count of each last exception type, a sample of the ids; absent from files written before it
+    failed: int = 0
+    failed_types: dict[str, int] = {}
+    failed_ids: list[str] = []
+    #: a user's task: CPU time of each task's last execution (None: not measured, or before it)
+    cpu_ms: Percentiles | None = None
+    #: ok / lost / duplicated / unexpected / failed; absent from files written before it (all zero then)
     categories: Categories = Categories()
 
     @property
