@@ -34,12 +34,13 @@ class Engine:
         self.id_prefix = f"{spec.id_prefix}{index}-"
         self.limit = spec.requests if spec.requests is not None else 1 << 62
         self.timeout = spec.timeout
-        self._head = template.head_prefix()
+        self._head = template.head_start()
         self._body = template.body
-        fields = {f for _, f, _, _ in string.Formatter().parse(template.body or "") if f}
+        self._lines = template.header_lines()  # per-request header lines (the task reference), a template
+        fields = {f for _, f, _, _ in string.Formatter().parse((template.body or "") + self._lines) if f}
         self._static: bytes | None = None
         if not fields:
-            self._static = self._encode((template.body or "").format())
+            self._static = self._encode((template.body or "").format(), self._lines.format())
         self.conns: set[Conn] = set()
         self.issued = 0
         self.inflight = 0
@@ -57,16 +58,18 @@ class Engine:
         self.at_limit: Callable[[], None] | None = None
 
     # -- request building ------------------------------------------------------
-    def _encode(self, body: str) -> bytes:
+    def _encode(self, body: str, lines: str = "") -> bytes:
         raw = body.encode()
-        return b"".join((self._head, str(len(raw)).encode(), b"\r\n\r\n", raw))
+        return b"".join((self._head, lines.encode("latin-1"), b"Content-Length: ", str(len(raw)).encode(),
+                         b"\r\n\r\n", raw))
 
     def _request(self, seq: int) -> tuple[str, bytes]:
         tid = self.id_prefix + str(seq)
         if self._static is not None:
             return tid, self._static
-        assert self._body is not None
-        return tid, self._encode(self._body.format(task_id=tid, enqueued_at=f"{time.time():.6f}"))
+        sent = f"{time.time():.6f}"
+        body = self._body.format(task_id=tid, enqueued_at=sent) if self._body else ""
+        return tid, self._encode(body, self._lines.format(task_id=tid, enqueued_at=sent) if self._lines else "")
 
     def _take(self) -> int | None:
         """Reserve the next request sequence number, or None once the bound is hit."""

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.queues import Queue as MPQueue
 from multiprocessing.synchronize import Barrier
+from multiprocessing.synchronize import Event as MPEvent
 from typing import Any
 
 from taskbench.driver.engine import Engine
@@ -33,22 +34,30 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     return factory
 
 
-async def _run_engines(templates: list[RequestTemplate], spec: LoadSpec, index: int) -> list[LoadResult]:
+async def _run_engines(templates: list[RequestTemplate], spec: LoadSpec, index: int,
+                       stop: MPEvent | None = None) -> list[LoadResult]:
     """One engine per target in this loop, with this process's CPU and wall time measured around them.
 
     With several targets, the first engine to reserve its last request stops them all, so every
-    target's rate covers the same seconds (no target runs on alone at the end).
+    target's rate covers the same seconds (no target runs on alone at the end). ``stop``: the parent
+    sets it to end the load early (the engines send nothing more; what is in flight is answered).
     """
     cpu0, wall0 = time.process_time(), time.perf_counter()
     engines = [Engine(t, spec, index * len(templates) + i) for i, t in enumerate(templates)]
-    if len(engines) > 1:
-        def stop_all() -> None:
-            for engine in engines:
-                engine.stop()
 
+    def stop_all() -> None:
+        for engine in engines:
+            engine.stop()
+
+    if len(engines) > 1:
         for engine in engines:
             engine.at_limit = stop_all
-    results = await asyncio.gather(*(e.run() for e in engines))
+    watch = asyncio.get_running_loop().create_task(_watch_stop(stop, stop_all)) if stop is not None else None
+    try:
+        results = await asyncio.gather(*(e.run() for e in engines))
+    finally:
+        if watch is not None:
+            watch.cancel()
     cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
     for res in results:  # one process drove them all: its CPU is every engine's
         res.cpu = [{"cpu_s": cpu_s, "wall_s": wall_s, "utilization": cpu_s / wall_s if wall_s > 0 else 0.0}]
@@ -63,6 +72,15 @@ async def run_load_async(template: RequestTemplate, spec: LoadSpec) -> LoadResul
     """
     (res,) = await _run_engines([template], spec, 0)
     return merge_results([res])
+
+
+async def _watch_stop(stop: MPEvent, stop_all: Callable[[], None]) -> None:
+    """Poll the parent's stop event (a cheap check, 10 times a second) and stop the engines once it is set.
+
+    Polled, not awaited in a thread: a thread blocked in ``wait`` would hold up the loop's shutdown."""
+    while not stop.is_set():  # noqa: ASYNC110 - a multiprocessing Event cannot be awaited
+        await asyncio.sleep(0.1)
+    stop_all()
 
 
 def _report_start(barrier: Barrier, started: Callable[[], None]) -> None:
@@ -80,6 +98,7 @@ def _worker_main(
     barrier: Barrier,
     out: MPQueue[tuple[int, list[dict[str, Any]] | str]],
     parent: int | None = None,
+    stop: MPEvent | None = None,
 ) -> None:
     """Entry point of one spawned driver process; it exits when ``parent`` (the harness) dies."""
     if parent is not None:  # a killed harness must not leave its load generator running
@@ -90,22 +109,25 @@ def _worker_main(
         # Start all processes together so their per-second rows line up.
         barrier.wait(timeout=_START_GRACE_S)
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            results = runner.run(_run_engines(templates, spec, index))
+            results = runner.run(_run_engines(templates, spec, index, stop))
         out.put((index, [res.to_dict() for res in results]))
     except BaseException as exc:  # report anything, the parent must not hang
         out.put((index, f"{type(exc).__name__}: {exc}"))
         raise
 
 
-def run_load(template: RequestTemplate, spec: LoadSpec, started: Callable[[], None] | None = None) -> LoadResult:
+def run_load(template: RequestTemplate, spec: LoadSpec, started: Callable[[], None] | None = None,
+             stop: threading.Event | None = None) -> LoadResult:
     """Run ``spec`` against ``template`` in ``spec.processes`` spawned processes; blocks.
 
     Even ``processes=1`` uses a child process so that the CPU measured is the
     driver's alone. Results are merged in the parent. ``started`` is called (on a
     thread of the parent) when the processes are up and start sending: spawning
-    them takes a second or more, which is not load.
+    them takes a second or more, which is not load. ``stop``: once another thread of
+    the parent sets it, the load ends early (``taskbench run --target`` when nothing
+    reaches the ledger); what was sent until then is the result.
     """
-    return merge_results([parts[0] for parts in _spawn([template], spec, started)])
+    return merge_results([parts[0] for parts in _spawn([template], spec, started, stop)])
 
 
 def run_load_together(templates: list[RequestTemplate], spec: LoadSpec) -> list[LoadResult]:
@@ -121,11 +143,16 @@ def run_load_together(templates: list[RequestTemplate], spec: LoadSpec) -> list[
     return [merge_results([parts[k] for parts in per_process]) for k in range(len(templates))]
 
 
-def _spawn(templates: list[RequestTemplate], spec: LoadSpec,
-           started: Callable[[], None] | None) -> list[list[LoadResult]]:
+def _spawn(templates: list[RequestTemplate], spec: LoadSpec, started: Callable[[], None] | None,
+           stop: threading.Event | None = None) -> list[list[LoadResult]]:
     """``spec.processes`` spawned driver processes, each driving every template; their results in order."""
     ctx = mp.get_context("spawn")
     parts = spec.split()
+    stop_all = ctx.Event() if stop is not None else None
+    relay = None
+    if stop is not None and stop_all is not None:
+        relay = threading.Thread(target=_relay_stop, args=(stop, stop_all), name="taskbench-driver-stop", daemon=True)
+        relay.start()
     barrier = ctx.Barrier(len(parts) + (started is not None))
     if started is not None:
         threading.Thread(target=_report_start, args=(barrier, started), name="taskbench-driver-start",
@@ -134,7 +161,7 @@ def _spawn(templates: list[RequestTemplate], spec: LoadSpec,
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(i, templates, part, barrier, out, os.getpid()),
+            args=(i, templates, part, barrier, out, os.getpid(), stop_all),
             name=f"taskbench-driver-{i}",
             daemon=True,
         )
@@ -173,6 +200,16 @@ def _spawn(templates: list[RequestTemplate], spec: LoadSpec,
                 p.kill()
                 p.join(timeout=5.0)
         out.close()
+        if stop_all is not None:
+            stop_all.set()  # the relay thread ends with it
     if failures:
         raise RuntimeError("load driver failed: " + "; ".join(failures))
     return [results[i] for i in sorted(results)]
+
+
+def _relay_stop(stop: threading.Event, stop_all: MPEvent) -> None:
+    """Hand the parent's thread event on to the driver processes' event (set once the load ends anyway)."""
+    while not stop_all.is_set():
+        if stop.wait(0.1):
+            stop_all.set()
+            return

@@ -35,6 +35,9 @@ class RequestTemplate:
     method: str = "POST"
     body: str | None = None
     content_type: str = "application/json"
+    #: extra header lines, each value a template as ``body`` is: ``taskbench run --target`` sends the
+    #: task reference in one (``("X-Taskbench-Task", "{task_id}@{enqueued_at}")``)
+    headers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not _is_loopback(self.host):
@@ -51,6 +54,12 @@ class RequestTemplate:
         if self.body is not None:
             # Fail now, not in a worker process, on an unknown placeholder.
             self.body.format(task_id="x", enqueued_at="0")
+        for name, value in self.headers:
+            if not name or not all(c.isalnum() or c in "!#$%&'*+-.^_`|~" for c in name):
+                raise ValueError(f"invalid header name: {name!r}")
+            filled = value.format(task_id="x", enqueued_at="0")
+            if "\r" in filled or "\n" in filled or not filled.isascii():
+                raise ValueError(f"header {name}: the value must be one line of ASCII, got {value!r}")
 
     @property
     def connect_host(self) -> str:
@@ -59,13 +68,20 @@ class RequestTemplate:
 
     def head_prefix(self) -> bytes:
         """Request line and fixed headers, up to (not including) Content-Length."""
+        return self.head_start() + b"Content-Length: "
+
+    def head_start(self) -> bytes:
+        """Request line and fixed headers: where the per-request :attr:`headers` follow."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return (
             f"{self.method.upper()} {self.path} HTTP/1.1\r\n"
             f"Host: {host}:{self.port}\r\n"
             f"Content-Type: {self.content_type}\r\n"
-            "Content-Length: "
         ).encode("latin-1")
+
+    def header_lines(self) -> str:
+        """The :attr:`headers` as lines, a template as ``body`` is ("" without any)."""
+        return "".join(f"{name}: {value}\r\n" for name, value in self.headers)
 
 
 @dataclass(frozen=True, kw_only=True)
