@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
+from taskbench.backends import bounds as _bounds
+from taskbench.backends.bounds import Bound
+
 if TYPE_CHECKING:
     from taskbench.backends.base import Backend
 
@@ -34,10 +37,26 @@ class Delivery:
     #: seconds before a dead worker's task comes back, when a setting of the library's own sets it rather
     #: than ``--task-timeout`` (the drain waits that long for it)
     after: float | None = None
+    #: where the recovery (or its absence) is in the library's source, or its documentation
+    source: str = ""
+    #: the known windows of the guarantee under each fault (:mod:`taskbench.backends.bounds`)
+    bounds: tuple[Bound, ...] = ()
 
     def __post_init__(self) -> None:
         if self.guarantee not in (AT_LEAST_ONCE, AT_MOST_ONCE):
             raise ValueError(f"unknown delivery guarantee {self.guarantee!r}")
+
+    def all_bounds(self) -> tuple[Bound, ...]:
+        """The guarantee as a bound (at-least-once allows duplicates, at-most-once losses), then the
+        windows: the whole promise in the form a verdict reads."""
+        if self.guarantee == AT_LEAST_ONCE:
+            own = Bound(figure=_bounds.DUPLICATED, source=self.source or "docs/backends.md",
+                        text="duplicates allowed (at-least-once): a task whose worker died after it ran and "
+                             "before its ack runs again")
+        else:
+            own = Bound(figure=_bounds.LOST, source=self.source or "docs/backends.md",
+                        text="losses allowed (at-most-once): a dead worker's task is not run again")
+        return (own, *self.bounds)
 
 
 #: the promise of a backend whose library has a setting that changes it: the broker and the settings'
@@ -118,24 +137,34 @@ class BackendInfo:
         return [p.format(run_id=run_id) for p in self.key_patterns]
 
 
+_SAQ_SOURCE: Final = ("saq 0.26 saq/queue/redis.py RedisQueue.sweep, saq/queue/postgres.py PostgresQueue.sweep "
+                      "(abort; re-queued only while attempts < retries)")
+
+
 def _saq_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
     retries = settings["saq_retries"]
     if retries <= 1:
         return Delivery(guarantee=AT_MOST_ONCE,
                         recovery="retries=1 (SAQ's default; --saq-retries): a worker's sweep aborts an active job "
-                                 "whose heartbeat (--task-timeout) passed and never runs it again")
+                                 "whose heartbeat (--task-timeout) passed and never runs it again",
+                        source=_SAQ_SOURCE)
     return Delivery(recovery=f"a worker's sweep aborts and re-queues an active job whose heartbeat (--task-timeout) "
-                             f"passed, up to retries={retries} attempts (--saq-retries; SAQ's default 1 re-runs none)")
+                             f"passed, up to retries={retries} attempts (--saq-retries; SAQ's default 1 re-runs none)",
+                    source=f"{_SAQ_SOURCE}; taskbench/backends/saq.py (a job that never started goes back to queued)")
 
 
 def _procrastinate_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
     if not settings["procrastinate_retry_stalled"]:
         return Delivery(guarantee=AT_MOST_ONCE,
                         recovery="none (Procrastinate's default; --procrastinate-retry-stalled adds the documented "
-                                 "task): a dead worker's jobs stay doing for good")
+                                 "task): a dead worker's jobs stay doing for good",
+                        source="procrastinate 3.10 docs, 'Retry stalled jobs' (procrastinate/manager.py "
+                               "get_stalled_jobs runs only where the user schedules it)")
     return Delivery(recovery="the documented periodic task (every --task-timeout/4 s; --procrastinate-retry-stalled) "
                              "retries the doing jobs of workers whose heartbeat is older than --task-timeout: back "
-                             "within ~1.25 x --task-timeout + the 5 s fetch poll")
+                             "within ~1.25 x --task-timeout + the 5 s fetch poll",
+                    source="procrastinate 3.10 procrastinate/manager.py get_stalled_jobs, retry_job; "
+                           "taskbench/backends/procrastinate.py")
 
 
 #: RQ's heartbeat TTL of a running job at most: ``min(job timeout, job_monitoring_interval=30) + 60`` s
@@ -149,17 +178,29 @@ def _rq_wait(settings: Mapping[str, Any]) -> str:
             f"worker_ttl - 15 = {ttl - 15:g} s, --rq-worker-ttl)")
 
 
+_RQ_SOURCE: Final = ("rq 3.0 rq/registry.py StartedJobRegistry.cleanup (AbandonedJobError), rq/worker/base.py "
+                     "handle_job_failure; rq/intermediate_queue.py IntermediateQueue.cleanup (a job between its "
+                     "BLMOVE and the started registry: failed, or retried, after 1 min)")
+
+
 def _rq_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
     return Delivery(guarantee=AT_MOST_ONCE,
                     recovery=f"no Retry (RQ's default): a dead worker's job is moved to the failed registry "
-                             f"(AbandonedJobError) once {_rq_wait(settings)}; never run again")
+                             f"(AbandonedJobError) once {_rq_wait(settings)}; never run again",
+                    source=_RQ_SOURCE)
 
 
 def _rq_retry_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
     after = RQ_HEARTBEAT_TTL + settings["rq_maintenance_interval"] + settings["rq_worker_ttl"] - 15
     return Delivery(after=after,
                     recovery=f"Retry(max=3): a dead worker's job is enqueued again once {_rq_wait(settings)}: "
-                             f"back within {after:g} s")
+                             f"back within {after:g} s",
+                    source=f"{_RQ_SOURCE}; rq/job.py Retry")
+
+
+#: an AMQP queue's unacknowledged deliveries go back to the queue when their channel closes
+_AMQP_REQUEUE: Final = ("RabbitMQ docs, Consumer Acknowledgements (unacked deliveries are requeued when their "
+                        "channel closes); the ack after the task")
 
 
 REGISTRY: Final[dict[str, BackendInfo]] = {
@@ -171,7 +212,8 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             durable=False,
             has_worker=False,
             default_delivery=Delivery(guarantee=AT_MOST_ONCE,
-                                      recovery="none: a task lives in the API process until it ran"),
+                                      recovery="none: a task lives in the API process until it ran",
+                                      source="taskbench/backends/background.py (Starlette's BackgroundTasks)"),
         ),
         BackendInfo(
             name="arq",
@@ -179,7 +221,9 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             key_patterns=("arq:*:{run_id}:*",),
             remembers_ids=True,
             default_delivery=Delivery(recovery="the job's in-progress key expires: re-run after the job timeout "
-                                               "(--task-timeout) + 10 s"),
+                                               "(--task-timeout) + 10 s",
+                                      source="arq 0.28 arq/worker.py Worker.start_jobs (the in-progress key, "
+                                             "its expiry: the job timeout + 10 s)"),
         ),
         BackendInfo(
             name="saq",
@@ -195,10 +239,16 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             brokers=("redis", "rabbitmq", "nats"),
             delivery={
                 "redis": Delivery(recovery="stream consumer group with manual ack: a pending message is claimed "
-                                           "by another consumer after --task-timeout"),
+                                           "by another consumer after --task-timeout",
+                                  source="faststream 0.7 faststream/redis/subscriber/usecases/stream_subscriber.py "
+                                         "(XAUTOCLAIM, min_idle_time); taskbench/backends/faststream.py",
+                                  bounds=_bounds.FASTSTREAM_REDIS),
                 "rabbitmq": Delivery(recovery="quorum queue, ack after the handler: requeued when the dead "
-                                              "worker's connection closes"),
-                "nats": Delivery(recovery="JetStream ack_wait: redelivered after --task-timeout"),
+                                              "worker's connection closes",
+                                     source=_AMQP_REQUEUE),
+                "nats": Delivery(recovery="JetStream ack_wait: redelivered after --task-timeout",
+                                 source="NATS docs, JetStream consumers: AckWait (an unacknowledged message is "
+                                        "redelivered)"),
             },
         ),
         BackendInfo(
@@ -211,7 +261,8 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             fans_out=True,
             module_name="faststream_pubsub",
             extra_name="faststream",
-            default_delivery=Delivery(guarantee=AT_MOST_ONCE, recovery="none: pub/sub keeps nothing"),
+            default_delivery=Delivery(guarantee=AT_MOST_ONCE, recovery="none: pub/sub keeps nothing",
+                                      source="Redis docs, Pub/Sub: at-most-once message delivery"),
         ),
         BackendInfo(
             name="celery",
@@ -221,8 +272,12 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             delivery={
                 "redis": Delivery(recovery="late ack: kombu restores the unacked message after the visibility "
                                            "timeout (--task-timeout); a message a worker had just fetched "
-                                           "when it was killed can be lost (docs/faults.md)"),
-                "rabbitmq": Delivery(recovery="late ack: requeued when the dead worker's connection closes"),
+                                           "when it was killed can be lost (docs/faults.md)",
+                                  source="kombu 5.7 kombu/transport/redis.py QoS.restore_visible "
+                                         "(visibility_timeout)",
+                                  bounds=_bounds.CELERY_REDIS),
+                "rabbitmq": Delivery(recovery="late ack: requeued when the dead worker's connection closes",
+                                     source=_AMQP_REQUEUE),
             },
         ),
         BackendInfo(
@@ -232,22 +287,31 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             key_patterns=("autoclaim:taskbench:{run_id}:*",),
             delivery={
                 "redis": Delivery(recovery="late ack on a stream consumer group: an idle pending message is "
-                                           "reclaimed after --task-timeout"),
+                                           "reclaimed after --task-timeout",
+                                  source="taskiq-redis 1.2 taskiq_redis/redis_broker.py RedisStreamBroker.listen "
+                                         "(xautoclaim, idle_timeout)"),
                 "rabbitmq": Delivery(recovery="quorum queue, ack after the task: requeued when the dead "
-                                              "worker's connection closes"),
+                                              "worker's connection closes",
+                                     source=_AMQP_REQUEUE),
             },
         ),
         BackendInfo(
             name="dramatiq",
             summary="Dramatiq: Redis broker, acks after the actor returned, dead workers' messages requeued",
             default_delivery=Delivery(recovery="acks after the actor returned: a dead worker's unacked messages "
-                                               "are requeued by another worker's heartbeat check"),
+                                               "are requeued by another worker's heartbeat check",
+                                      source="dramatiq 2.2 dramatiq/brokers/redis.py (maintenance re-queues the "
+                                             "acks of workers whose heartbeat stopped: heartbeat_timeout)",
+                                      bounds=_bounds.DRAMATIQ_REDIS),
         ),
         BackendInfo(
             name="streaq",
             summary="streaq: asyncio worker on a Redis stream consumer group, JSON, idle tasks reclaimed",
             key_patterns=("streaq:taskbench:{run_id}:*",),
-            default_delivery=Delivery(recovery="stream consumer group: an idle task is reclaimed after --task-timeout"),
+            default_delivery=Delivery(recovery="stream consumer group: an idle task is reclaimed after --task-timeout",
+                                      source="streaq 7.2 streaq/worker.py (idle_timeout: idle tasks are "
+                                             "reclaimed)",
+                                      bounds=_bounds.STREAQ_REDIS),
         ),
         BackendInfo(
             name="procrastinate",
@@ -267,7 +331,9 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
                 after=s["pgqueuer_heartbeat_timeout"],
                 recovery=f"any worker's dequeue re-takes a picked job whose heartbeat is older than "
                          f"heartbeat_timeout ({s['pgqueuer_heartbeat_timeout']:g} s, --pgqueuer-heartbeat-timeout; "
-                         f"PgQueuer's default 30), on a NOTIFY or within dequeue_timeout; no attempt limit"),
+                         f"PgQueuer's default 30), on a NOTIFY or within dequeue_timeout; no attempt limit",
+                source="pgqueuer 1.6 pgqueuer/adapters/persistence/queries.py (the dequeue query re-takes picked "
+                       "jobs past heartbeat_timeout)"),
             prepares_broker=True,
         ),
         BackendInfo(
@@ -302,7 +368,8 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             key_patterns=("huey.*.taskbench.{run_id}", "huey.*.taskbench.{run_id}.*"),
             default_delivery=Delivery(guarantee=AT_MOST_ONCE,
                                       recovery="none: a worker takes a task off Redis (BRPOP) before it runs it, "
-                                               "so a worker killed mid-task loses it"),
+                                               "so a worker killed mid-task loses it",
+                                      source="huey 3.5 huey/storage.py RedisStorage.dequeue (BRPOP)"),
         ),
     )
 }

@@ -37,6 +37,8 @@ def backends() -> None:
         for broker in meta.brokers:  # the promise a fault case is judged by (the libraries' defaults)
             delivery = meta.delivery_on(broker)
             typer.echo(f"{'':17} on {broker:17} {delivery.guarantee}: {delivery.recovery}")
+            for bound in delivery.all_bounds():  # what a fault may cost and keep the promise, and why
+                typer.echo(f"{'':20} bound: {bound.describe()} [source: {bound.source}]")
         for name in meta.promise_settings:  # a setting that changes it: the promise under another value
             param = params.get(name)
             other = _other_value(param.type, param.default)

@@ -31,6 +31,7 @@ from taskbench.results.model import (
     MetricsCheck,
     Percentiles,
     Promise,
+    PromiseBound,
     RepeatRun,
     SeriesPoint,
     Spread,
@@ -42,7 +43,7 @@ __all__ = [
     "OVERHEAD_SERVERS", "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "BrokerRestart", "Case",
     "CaseBase", "CeleryCase", "Cleanup", "Commit", "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked",
     "LimitRecord", "LimitStats", "Load", "Machine", "MetricsCheck", "OverheadCase", "OverheadRound",
-    "Percentiles", "Promise", "QueueCase", "RepeatRun", "Result", "ResultFormatError", "ScenarioInfo",
+    "Percentiles", "Promise", "PromiseBound", "QueueCase", "RepeatRun", "Result", "ResultFormatError", "ScenarioInfo",
     "SeriesPoint", "Spread", "Status", "Summary", "load", "parse",
     "passed",
 ]

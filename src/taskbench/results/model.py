@@ -237,6 +237,21 @@ class FaultSecond(Model):
     executed: int = 0
 
 
+class PromiseBound(Model):
+    """One known window of a promise, resolved for a case (``taskbench.backends.bounds.Bound``): up to
+    ``tasks`` (× the kills where ``per_kill``; None: any number) tasks may show ``figure`` (lost,
+    duplicated, no recovery) and the promise is kept."""
+
+    figure: str
+    tasks: int | None = None
+    per_kill: bool = False
+    text: str = ""
+    source: str = ""
+
+    def limit(self, kills: int) -> int | None:
+        return None if self.tasks is None else self.tasks * (max(kills, 1) if self.per_kill else 1)
+
+
 class Promise(Model):
     """What a backend's configuration promises across a fault: the exit rule of a fault case."""
 
@@ -245,6 +260,9 @@ class Promise(Model):
     #: a task runs at most once, or duplicates are removed (a duplicate fails the case)
     no_duplicates: bool = False
     text: str = ""
+    #: what the case's fault may cost and still keep the promise (results before issue 34: none, the
+    #: two flags above decide)
+    bounds: list[PromiseBound] = []
 
 
 class BrokerRestart(Model):
@@ -309,6 +327,8 @@ class FaultRecord(Model):
     throughput_ratio: float | None = None  # post_recovery_rate / pre_fault_rate
     recovered: bool | None = None  # None: no pre-fault rate to judge by
     promise: Promise | None = None
+    #: the figures the fault cost inside the promise's bounds, each with the bound that allows it
+    within_bounds: list[str] = []
     timeline: list[FaultSecond] = []
     broker_restart: BrokerRestart | None = None  # restart-broker only
 

@@ -392,13 +392,16 @@ def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, d
     return summary
 
 
-def queue_status(summary: Summary, *, audit_ok: bool, drained: bool, failures: list[str]) -> Status:
+def queue_status(summary: Summary, *, audit_ok: bool, drained: bool, failures: list[str],
+                 bounded: bool = False) -> Status:
     """ok: clean; errors: some requests failed or were refused as known ids (409), or tasks were lost
-    or ran twice where the backend does not promise otherwise (a fault case, or an unsafe seed wiring
-    whose duplicates are its measured figure); failed: otherwise."""
+    or ran twice where the backend does not promise otherwise (an unsafe seed wiring whose duplicates
+    are its measured figure); failed: otherwise. ``bounded``: a fault case, whose lost and duplicated
+    tasks were judged by its promise's bounds (beyond them: a failure), so inside them they are ``ok``."""
     if not audit_ok or not drained or failures or not summary.accepted:
         return "failed"
-    return "errors" if summary.errors_pct or summary.refused or summary.lost or summary.duplicated else "ok"
+    counted = 0 if bounded else summary.lost or summary.duplicated
+    return "errors" if summary.errors_pct or summary.refused or counted else "ok"
 
 
 def _text(value: bytes | str) -> str:

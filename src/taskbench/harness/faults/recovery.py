@@ -23,7 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from taskbench import backends
-from taskbench.results import FaultRecord, FaultSecond, Load, Promise
+from taskbench.backends import bounds as promise_bounds
+from taskbench.backends.bounds import PER_KILL, Bound
+from taskbench.harness.faults.verdict import Verdict, judge
+from taskbench.results import FaultRecord, FaultSecond, Load, Promise, PromiseBound
 
 RECOVERED_SHARE = 0.5  # "executing again": back to half the rate of the seconds before the fault
 FULL_SHARE = 0.9
@@ -121,29 +124,37 @@ def summarize(record: FaultRecord, times: Mapping[str, tuple[float, ...]], load:
     return record.model_copy(update=update)
 
 
-def broken_promises(record: FaultRecord | None, *, lost: int, duplicated: int) -> list[str]:
-    """Why an injected fault fails its case: what its backend promised and did not keep, or no recovery."""
+def fault_verdict(record: FaultRecord | None, *, lost: int, duplicated: int) -> Verdict:
+    """An injected fault's figures against its promise's bounds (:mod:`.verdict`): what broke it, and
+    what it cost inside them."""
     if record is None or not record.injected or record.promise is None:
-        return []
-    out = unkept_promises(record.promise, lost=lost, duplicated=duplicated)
-    if record.recovered is False:
-        out.append(f"{record.target} never recovered from {record.fault}: executions never came back to "
-                   f"{RECOVERED_SHARE:.0%} of the {record.pre_fault_rate or 0:.0f}/s before the fault")
-    return out
+        return Verdict()
+    verdict = judge(record.promise, lost=lost, duplicated=duplicated, recovered=record.recovered,
+                    kills=len(record.kills) or 1)
+    if verdict.unrecovered:
+        verdict.broken.append(f"{record.target} never recovered from {record.fault}: executions never came back "
+                              f"to {RECOVERED_SHARE:.0%} of the {record.pre_fault_rate or 0:.0f}/s before the fault")
+    return verdict
 
 
-def unkept_promises(promise: Promise, *, lost: int, duplicated: int, cause: str = "") -> list[str]:
+def broken_promises(record: FaultRecord | None, *, lost: int, duplicated: int) -> list[str]:
+    """Why an injected fault fails its case: a figure beyond its promise's bounds, or no recovery."""
+    return fault_verdict(record, lost=lost, duplicated=duplicated).broken
+
+
+def unkept_promises(promise: Promise, *, lost: int, duplicated: int, cause: str = "", kills: int = 1) -> list[str]:
     """What ``promise`` said and a fault (``cause``: one the harness did not inject) did not keep."""
-    out = []
-    if lost and promise.keeps_accepted:
-        out.append(f"{lost} accepted task(s) lost{cause}, which {promise.text} promises to keep")
-    if duplicated and promise.no_duplicates:
-        out.append(f"{duplicated} task(s) ran twice{cause}, which {promise.text} promises not to do")
-    return out
+    return judge(promise, lost=lost, duplicated=duplicated, kills=kills, cause=cause).broken
+
+
+def _resolved(bound: Bound, workers: int, concurrency: int) -> PromiseBound:
+    return PromiseBound(figure=bound.figure, tasks=bound.limit(workers=workers, concurrency=concurrency),
+                        per_kill=PER_KILL in bound.per, text=bound.text, source=bound.source)
 
 
 def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool = True, why: str = "",
-               settings: Mapping[str, Any] | None = None) -> Promise:
+               settings: Mapping[str, Any] | None = None, fault: str | None = None, workers: int = 1,
+               concurrency: int = 1) -> Promise:
     """What ``backend`` on ``broker`` promises across a fault, as taskbench configures it: its registry
     entry's :class:`~taskbench.backends.Delivery` on that broker.
 
@@ -151,16 +162,27 @@ def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool =
     ``broker_keeps``: the broker keeps what it holds across the fault (False: a restart of a broker
     without persistence). ``why``: the case's reason for ``durable`` False (its ``durability`` text).
     ``settings``: the run's values of the library settings that change the promise
-    (``RunConfig.promise_settings``; left out: the libraries' defaults).
+    (``RunConfig.promise_settings``; left out: the libraries' defaults). ``fault``: the case's fault
+    kind, whose bounds apply (None: a worker that dies on its own, judged as a kill); ``workers`` and
+    ``concurrency``: the case's, which multiply the bounds that count per worker or per slot.
     """
-    if not durable:
+    def resolved(bounds: tuple[Bound, ...]) -> list[PromiseBound]:
+        return [_resolved(b, workers, concurrency) for b in bounds if b.applies(fault, data_lost=not broker_keeps)]
+
+    delivery = backends.info(backend).delivery_on(broker, settings)
+    if not durable:  # nothing is promised; a window of the library's still says whether it recovers
+        kept = promise_bounds.nothing_kept_bounds(why or "the 2xx comes before the task is safe")
+        own = (*kept, *(b for b in delivery.all_bounds() if b.figure == promise_bounds.NO_RECOVERY))
         if why:
-            return Promise(keeps_accepted=False, no_duplicates=False, text=f"{backend}: {why} (nothing is promised)")
+            return Promise(keeps_accepted=False, no_duplicates=False, text=f"{backend}: {why} (nothing is promised)",
+                           bounds=resolved(own))
         what = "background tasks" if backend == "background" else f"{backend} with the enqueue after the response"
         return Promise(keeps_accepted=False, no_duplicates=False,
-                       text=f"{what} (the 2xx comes before the task is safe: nothing is promised)")
-    delivery = backends.info(backend).delivery_on(broker, settings)
+                       text=f"{what} (the 2xx comes before the task is safe: nothing is promised)",
+                       bounds=resolved(own))
     at_most_once = delivery.guarantee == backends.AT_MOST_ONCE
+    own = (*delivery.all_bounds(), *(() if broker_keeps else (promise_bounds.data_lost_bound(),)))
     return Promise(keeps_accepted=broker_keeps and not at_most_once, no_duplicates=at_most_once,
                    text=f"{backend} on {broker} ({delivery.guarantee}"
-                        f"{'' if broker_keeps else ', broker without persistence'})")
+                        f"{'' if broker_keeps else ', broker without persistence'})",
+                   bounds=resolved(own))
