@@ -142,7 +142,16 @@ SCHEMA: Final[tuple[Param, ...]] = (
           env="REDIS_URL", attr=""),
     Param(name="run_id", type=str, help="key namespace of the run", env="RUN_ID", attr=""),
     Param(name="workload", type=str, default="io/simple",
-          help="io/simple, io/sync, io/thread, cpu/simple, cpu/process", cli=True, kinds=_Q),
+          help="io/simple, io/sync, io/thread, cpu/simple, cpu/process, or your own task: module:callable or "
+               "path/to/file.py:callable (sync or async, called with the payload)", cli=True, kinds=_Q),
+    Param(name="payload", type=str,
+          help="with --workload module:callable: a JSON file, the payload template each call gets; the string "
+               "{task_id} in it is replaced by the task's id (default: {\"task_id\": \"{task_id}\"})",
+          cli=True, kinds=_Q),
+    Param(name="task", type=str, help="the user's task, module:callable or /abs/file.py:callable (from --workload)",
+          env="TASK"),
+    Param(name="task_path", type=str, help="folders put first on sys.path for the user's task (--path, and the "
+          "task file's own folder), joined by os.pathsep", env="TASK_PATH"),
     Param(name="workers", type=int, default=1, bounds=(1, 64), help="worker processes per backend", cli=True,
           kinds=_Q),
     Param(name="concurrency", type=int, default=10, bounds=(1, 10_000), help="tasks at once per worker",

@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     cpu_iterations: int = Field(default=200_000, ge=0, le=100_000_000)
     threads: int = Field(default=3, ge=1, le=1024, description="io/thread pool size (seed: 3)")
     processes: int = Field(default=3, ge=1, le=256, description="cpu/process pool size (seed: 3)")
+    task: str | None = Field(default=None, description="a user's task, module:callable (taskbench.user_task)")
+    task_path: str | None = Field(default=None, description="folders put first on sys.path for the user's task")
     ledger: bool = Field(
         default=True, description="record every execution; off only to measure the ledger's own cost"
     )

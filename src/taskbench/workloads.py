@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Self
 
 from taskbench.ledger import Ledger
 from taskbench.ledger_writer import writer_for
-from taskbench.messages import NOOP, WORKLOADS, TaskMessage
+from taskbench.messages import NOOP, USER_TASK, WORKLOADS, TaskMessage
 from taskbench.metrics import task_metrics
+from taskbench.user_task import UserTask, payload_of
 
 #: connections of the async pool kept out of the tasks' semaphore: /health's PING, the broker probe
 RESERVED = 4
@@ -66,15 +67,19 @@ class Workloads:
         )
         self._threads: ThreadPoolExecutor | None = None
         self._processes: ProcessPoolExecutor | None = None
-        self._dispatch: dict[str, Callable[[TaskMessage, float], Awaitable[None]]] = {
+        # a user's own task (settings.task: module:callable), imported once; TaskSpecError at start
+        self.user_task = (UserTask(settings.task, settings.task_path or "", threads=settings.concurrency)
+                          if settings.task else None)
+        self._dispatch: dict[str, Callable[[TaskMessage, float], Awaitable[bool | None]]] = {
             "io/simple": self._io_simple,
             "io/sync": self._io_sync,
             "io/thread": self._io_thread,
             "cpu/simple": self._cpu_simple,
             "cpu/process": self._cpu_process,
             NOOP: self._noop,
+            USER_TASK: self._user,
         }
-        assert set(self._dispatch) == {*WORKLOADS, NOOP}
+        assert set(self._dispatch) == {*WORKLOADS, NOOP, USER_TASK}
         # ledger off: executions are counted here and flushed to ``done_key`` in batches
         self.done_key = f"{settings.prefix}done"
         self._done = 0
@@ -108,6 +113,8 @@ class Workloads:
         if self._threads is not None:
             self._threads.shutdown(wait=True, cancel_futures=True)
             self._threads = None
+        if self.user_task is not None:
+            self.user_task.close()
         if self._processes is not None:
             self._processes.shutdown(wait=True, cancel_futures=True)
             self._processes = None
@@ -129,12 +136,15 @@ class Workloads:
         started = time.time()  # wall clock: compared with the API's enqueue time
         clock = time.perf_counter()
         try:
-            await body(task, started)
+            returned = await body(task, started)
         except Exception:
             metrics.failed.inc()
             raise
         else:
-            metrics.succeeded_at(task.enqueued_at, started, clock)
+            if returned is False:  # a user's task that raised: recorded in the ledger as failed
+                metrics.failed.inc()
+            else:
+                metrics.succeeded_at(task.enqueued_at, started, clock)
         finally:
             metrics.in_progress.dec()
 
@@ -159,6 +169,21 @@ class Workloads:
 
     async def _noop(self, task: TaskMessage, started: float) -> None:
         await self._record(task, started)
+
+    async def _user(self, task: TaskMessage, started: float) -> bool:
+        """The user's callable, then its record: False when the call raised (a failed execution)."""
+        if self.user_task is None:
+            raise ValueError("a user/task message, and this process has no task (TASKBENCH_TASK)")
+        cpu_s, error = await self.user_task.call(payload_of(task.payload, task.task_id))
+        if not self.settings.ledger:
+            self._count_done()
+            return error is None
+        async with self._slots:
+            runs = await self.ledger.record_execution(self.redis, task.task_id, task.enqueued_at, started,
+                                                      time.time(), cpu_s=cpu_s, error=error)
+        if runs > 1:
+            self.metrics.task(task.workload).redelivered.inc()
+        return error is None
 
     async def _cpu_process(self, task: TaskMessage, started: float) -> None:
         loop = asyncio.get_running_loop()

@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from taskbench.ledger import Ledger
-from taskbench.messages import NOOP, TaskMessage
+from taskbench.messages import NOOP, USER_TASK, TaskMessage
 from taskbench.metrics import task_metrics
+from taskbench.user_task import UserTask, payload_of
 from taskbench.workloads import crunch
 
 if TYPE_CHECKING:
@@ -46,12 +47,19 @@ class ForkedBody:
         self.counter_key = f"{settings.prefix}counter"
         self.done_key = f"{settings.prefix}done"
         self.client = redis.Redis.from_url(settings.redis_url)
+        # a user's task, imported in the parent before it forks: each child calls it without importing again
+        self.user_task = UserTask(settings.task, settings.task_path or "") if settings.task else None
+        #: whether the last task run here was a user's task whose call raised (recorded as failed)
+        self.failed_last = False
 
     def run(self, payload: dict[str, Any]) -> int:
         """Run one task and record it; returns how many times it has run, this one included."""
         task = TaskMessage.from_dict(payload)
         started = time.time()
         settings = self.settings
+        self.failed_last = False
+        if task.workload == USER_TASK:
+            return self._user(task, started)
         if task.workload.startswith("io/"):
             if settings.io_delay:
                 time.sleep(settings.io_delay)
@@ -68,6 +76,17 @@ class ForkedBody:
                 pipe.execute()
             return 1
         return self.ledger.record_sync(self.client, task.task_id, task.enqueued_at, started, time.time(), incr=incr)
+
+    def _user(self, task: TaskMessage, started: float) -> int:
+        if self.user_task is None:
+            raise ValueError("a user/task message, and this worker has no task (TASKBENCH_TASK)")
+        cpu_s, error = self.user_task.call_sync(payload_of(task.payload, task.task_id))
+        self.failed_last = error is not None
+        if not self.settings.ledger:
+            self.client.incrby(self.done_key, 1)
+            return 1
+        return self.ledger.record_execution_sync(self.client, task.task_id, task.enqueued_at, started, time.time(),
+                                                 cpu_s=cpu_s, error=error)
 
 
 @contextlib.contextmanager

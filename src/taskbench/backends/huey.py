@@ -165,7 +165,7 @@ def _forked_task(settings: Settings) -> Any:
         task = TaskMessage.from_dict(payload)
         with measured(settings.backend, task) as outcome:
             runs = body.run(payload)
-            outcome.append(True)
+            outcome.append(not body.failed_last)  # a user's task that raised: counted failed
         if runs > 1:
             from taskbench.metrics import task_metrics
 

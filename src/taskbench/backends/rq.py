@@ -192,7 +192,8 @@ def _worker_class(settings: Settings) -> type[Any]:
         def perform_job(self, job: Any, queue: Any, execution: Any) -> bool:
             ok: bool = super().perform_job(job, queue, execution)
             if self.is_horse:  # the horse exits here instead of in main_work_horse, with what happened
-                os._exit(FAILED if not ok else RAN_AGAIN if _RUNS > 1 else RAN_ONCE)
+                failed = not ok or (_BODY is not None and _BODY.failed_last)  # a user's task that raised
+                os._exit(FAILED if failed else RAN_AGAIN if _RUNS > 1 else RAN_ONCE)
             return ok
 
         def wait_for_horse(self) -> tuple[int | None, int | None, Any]:

@@ -23,6 +23,13 @@ if TYPE_CHECKING:
 def run(
     backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "background,arq",
     workload: Annotated[str, params.option("workload")] = params.default("workload"),
+    payload: Annotated[str | None, params.option("payload")] = params.default("payload"),
+    with_packages: Annotated[list[str] | None, typer.Option(
+        "--with", help="with your own task: a package (a pip requirement) installed into every backend's "
+                       "environment, its locked versions held; repeat for more")] = None,
+    task_paths: Annotated[list[str] | None, typer.Option(
+        "--path", help="with your own task: a folder importable in every backend's environment; repeat "
+                       "for more")] = None,
     model: Annotated[str, params.option("model")] = params.default("model"),
     users: Annotated[int, params.option("users")] = params.default("users"),
     rate: Annotated[float | None, params.option("rate")] = params.default("rate"),
@@ -110,7 +117,8 @@ def run(
             saq_retries=saq_retries, pgqueuer_heartbeat_timeout=pgqueuer_heartbeat_timeout,
             procrastinate_retry_stalled=procrastinate_retry_stalled, rq_worker_ttl=rq_worker_ttl,
             rq_maintenance_interval=rq_maintenance_interval, huey_worker_type=huey_worker_type,
-            producer_threads=producer_threads,
+            producer_threads=producer_threads, payload=payload, with_packages=tuple(with_packages or ()),
+            task_paths=tuple(task_paths or ()),
         )
     except ValueError as exc:
         fail(str(exc))

@@ -108,10 +108,17 @@ class RunConfig:
     limits: dict[str, Limit] = field(default_factory=dict)
     # killed mid-load and restarted: the audit and the ledger's times say what it cost
     fault: Fault | None = None
+    #: a user's task (``workload`` = module:callable): its payload template file, the packages installed
+    #: into every backend's environment (``--with``) and the folders importable there (``--path``)
+    payload: str | None = None
+    with_packages: tuple[str, ...] = ()
+    task_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:
-            raise ValueError(f"unknown workload {self.workload!r}; known: {', '.join(WORKLOADS)}")
+            self._check_user_task()
+        elif self.payload is not None or self.with_packages or self.task_paths:
+            raise ValueError("--payload, --with and --path go with your own task: --workload module:callable")
         if not self.backends:
             raise ValueError("no backend selected")
         from taskbench import backends
@@ -131,6 +138,60 @@ class RunConfig:
             value = getattr(self, item.name)
             if item.name in checked and value is not None:
                 checked[item.name].check(value)
+
+    def _check_user_task(self) -> None:
+        from taskbench import payload, user_task
+
+        if ":" not in self.workload:
+            raise ValueError(f"unknown workload {self.workload!r}; known: {', '.join(WORKLOADS)}, or your own "
+                             "task as module:callable or path/to/file.py:callable")
+        user_task.split_spec(self.workload)
+        if user_task.is_file_spec(self.workload):
+            target = Path(user_task.split_spec(self.workload)[0])
+            if not target.is_file():
+                raise ValueError(f"--workload {self.workload}: no such file: {target}")
+        for folder in self.task_paths:
+            if not Path(folder).is_dir():
+                raise ValueError(f"--path {folder}: not a folder")
+        if self.payload is not None:
+            payload.read(self.payload)  # PayloadError, a ValueError: one line
+
+    @property
+    def user_task(self) -> bool:
+        """Whether the run's workload is the user's own callable (module:callable)."""
+        return self.workload not in WORKLOADS
+
+    @property
+    def route_workload(self) -> str:
+        """The workload part of the API's route: the built-in name, or ``user/task``."""
+        from taskbench.messages import USER_TASK
+
+        return USER_TASK if self.user_task else self.workload
+
+    @property
+    def task(self) -> str | None:
+        """The user's callable as the processes import it (a file's path made absolute), or None."""
+        if not self.user_task:
+            return None
+        from taskbench import user_task
+
+        target, attr = user_task.split_spec(self.workload)
+        if user_task.is_file_spec(self.workload):
+            target = str(Path(target).resolve())
+        return f"{target}:{attr}"
+
+    @property
+    def task_path(self) -> str | None:
+        """``--path`` folders, absolute, joined by ``os.pathsep`` (None: none given)."""
+        if not self.task_paths:
+            return None
+        return os.pathsep.join(str(Path(folder).resolve()) for folder in self.task_paths)
+
+    def payload_template(self) -> dict[str, Any]:
+        """The payload every call of the user's task gets, before its id is filled in."""
+        from taskbench import payload
+
+        return payload.read(self.payload) if self.payload is not None else dict(payload.DEFAULT)
 
     def promise_settings(self, backend: str) -> dict[str, Any]:
         """The run's values of the library settings that change ``backend``'s promise."""

@@ -37,10 +37,16 @@ def render(result: Result, console: Console | None = None) -> None:
         ("unexp", "right"),
         ("e2e p95\nms", "right"), ("driver\nCPU %", "right"), ("status", "left"),
     ]
+    cases = [c for c in result.cases if isinstance(c, QueueCase)]
+    # a user's task (--workload module:callable): its failed calls, CPU per call and the workers' memory
+    own = any(c.summary.failed is not None for c in cases)
+    if own:
+        columns[-3:-3] = [("failed", "right"), ("CPU ms\np50/p95", "right"), ("RSS MB\nstart/end", "right")]
+        if not console.is_terminal:
+            console.width = max(console.width, 175)
     for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     notes: list[str] = []
-    cases = [c for c in result.cases if isinstance(c, QueueCase)]
     for case in cases:
         s = case.summary
         mode = case.enqueue_mode + ("" if case.durable else " *")
@@ -52,13 +58,16 @@ def render(result: Result, console: Console | None = None) -> None:
                 notes.append(note)
         cpu = _num(s.driver_cpu_pct) + (" SAT" if s.driver_saturated else "")
         status = {"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(case.status, "[bold red]failed[/]")
-        table.add_row(
+        cells = [
             escape(case.backend) + (" [UNSAFE]" if case.unsafe else ""), escape(mode), _num(s.rps),
             _num(s.p50_ms, "{:.1f}"), _num(s.p95_ms, "{:.1f}"), _num(s.p99_ms, "{:.1f}"),
             _num(s.time_to_run_all_s, "{:.1f}"), _num(s.errors_pct, "{:.2f}"),
             str(s.accepted), _bad(s.lost), _bad(s.duplicated), _num(s.unexpected, "{}"),
             _num(s.e2e_p95_ms, "{:.1f}"), cpu, status,
-        )
+        ]
+        if own:
+            cells[-3:-3] = own_task_cells(case)
+        table.add_row(*cells)
     console.print(table)
     if result.interrupted:
         console.print(f"[bold red]{escape(result.interrupted)}[/]: the table holds what was measured until then")
@@ -83,6 +92,20 @@ def render(result: Result, console: Console | None = None) -> None:
             reason = (case.load.saturation_reason if case.load else None) or "driver CPU ≥ 90 %"
             console.print(f"[yellow]{who}: the load driver saturated ({escape(reason)}); "
                           "its RPS is a lower bound of the server's[/]")
+
+
+def own_task_cells(case: QueueCase) -> list[str]:
+    """failed, CPU per call (p50/p95 ms), memory (start/end MB) of a user's task's case."""
+    s = case.summary
+    failed = "–" if s.failed is None else f"[yellow]{s.failed}[/]" if s.failed else "0"
+    cpu = "–" if s.cpu_p50_ms is None else f"{s.cpu_p50_ms:.2f}/{s.cpu_p95_ms or 0:.2f}"
+    rss = "–" if s.rss_start_mb is None else f"{s.rss_start_mb:.0f}/{s.rss_end_mb or 0:.0f}"
+    return [failed, cpu, rss]
+
+
+def failed_types(types: dict[str, int]) -> str:
+    """``tasks.FlakyError 11, TimeoutError 2``: the exception types of the failed tasks, most first."""
+    return ", ".join(f"{kind} {count}" for kind, count in types.items())
 
 
 def fault_line(fault: FaultRecord) -> str:
@@ -124,6 +147,9 @@ def categories_line(audit: AuditResult) -> str:
     parts = [f"{name} {count} ({100 * frac:.2f} %)" for name, count, frac in (
         ("ok", c.ok, c.ok_frac), ("lost", c.lost, c.lost_frac),
         ("duplicated", c.duplicated, c.duplicated_frac), ("unexpected", c.unexpected, c.unexpected_frac))]
+    if c.failed or audit.cpu_ms is not None:  # a user's task: its calls that raised, by exception type
+        kinds = f": {escape(failed_types(audit.failed_types))}" if audit.failed_types else ""
+        parts.append(f"failed {c.failed} ({100 * c.failed_frac:.2f} %{kinds})")
     line = f"of {c.attempted} sent: " + ", ".join(parts)
     if c.unexpected:
         line += f"; {c.recovered} of the unexpected after a non-2xx or no answer"

@@ -33,6 +33,7 @@ from taskbench.results.model import (
     Promise,
     PromiseBound,
     RepeatRun,
+    RssRecord,
     SeriesPoint,
     Spread,
     Status,
@@ -43,7 +44,6 @@ __all__ = [
     "OVERHEAD_SERVERS", "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "BrokerRestart", "Case",
     "CaseBase", "CeleryCase", "Cleanup", "Commit", "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked",
     "LimitRecord", "LimitStats", "Load", "Machine", "MetricsCheck", "OverheadCase", "OverheadRound",
-    "Percentiles", "Promise", "PromiseBound", "QueueCase", "RepeatRun", "Result", "ResultFormatError", "ScenarioInfo",
-    "SeriesPoint", "Spread", "Status", "Summary", "load", "parse",
-    "passed",
+    "Percentiles", "Promise", "PromiseBound", "QueueCase", "RepeatRun", "Result", "ResultFormatError",
+    "RssRecord", "ScenarioInfo", "SeriesPoint", "Spread", "Status", "Summary", "load", "parse", "passed",
 ]

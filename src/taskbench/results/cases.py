@@ -18,6 +18,7 @@ from taskbench.results.model import (
     MetricsCheck,
     Model,
     RepeatRun,
+    RssRecord,
     SeriesPoint,
     Status,
     Summary,
@@ -100,6 +101,8 @@ class QueueCase(CaseBase):
     cleanup: Cleanup | None = None
     load: Load | None = None
     audit: AuditResult | None = None
+    #: a user's task: the task processes' resident memory over the load and the drain
+    rss: RssRecord | None = None
 
     @property
     def name(self) -> str:

@@ -390,6 +390,14 @@ class Summary(Figures):
     e2e_p95_ms: float | None = None
     #: the workers' rate: executions per second from the first task's start to the last one's finish
     executed_per_s: float | None = None
+    # queue: a user's task (--workload module:callable)
+    failed: int | None = None  # accepted tasks of which an execution raised (audit.failed)
+    failed_types: dict[str, int] | None = None  # the last exception type -> failed tasks
+    cpu_p50_ms: float | None = None  # CPU time of one execution (audit.cpu_ms)
+    cpu_p95_ms: float | None = None
+    rss_start_mb: float | None = None  # the workers' resident memory (the API's for background): first sample
+    rss_peak_mb: float | None = None
+    rss_end_mb: float | None = None  # the last sample, after the drain: a leak is end well above start
     signed = frozenset({"restart_ready_s", "accepting_again_s", "executing_again_s", "executing_90_s",
                         "first_execution_s"})
     # queue: an injected fault
@@ -420,6 +428,18 @@ class Summary(Figures):
         if name not in Summary.model_fields:
             raise KeyError(f"no figure {name!r} in a summary")
         return getattr(self, name)
+
+
+class RssRecord(Figures):
+    """Resident memory of the processes that ran the tasks (each worker with its children; the API for
+    ``background``), summed, sampled every :attr:`interval_s` from the load's start to the drain's end."""
+
+    interval_s: float = 1.0
+    samples_mb: list[float] = []
+    start_mb: float = 0.0
+    peak_mb: float = 0.0
+    end_mb: float = 0.0
+    processes: list[str] = []
 
 
 class RepeatRun(Model):

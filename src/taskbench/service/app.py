@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from taskbench import backends, heap
 from taskbench.backends.base import DuplicateTask
-from taskbench.messages import WORKLOADS, TaskMessage
+from taskbench.messages import USER_TASK, WORKLOADS, TaskMessage
 from taskbench.service.broker import BrokerDownError
 from taskbench.service.claims import KnownTask, known_task
 from taskbench.service.messages import (
@@ -165,8 +165,9 @@ async def incr(
     kind, mode, backend = path["kind"], path["mode"], path["backend"]
     body = body or TaskIn()
     workload = f"{kind}/{mode}"
-    if workload not in WORKLOADS:
-        raise HTTPException(404, f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
+    if workload not in WORKLOADS and (workload != USER_TASK or store.settings.task is None):
+        known = ", ".join((*WORKLOADS, USER_TASK) if store.settings.task else WORKLOADS)
+        raise HTTPException(404, f"unknown workload {workload!r}; known: {known}")
     if backend != store.settings.backend:
         try:
             backends.info(backend)
@@ -180,6 +181,7 @@ async def incr(
         workload=workload,
         value=body.value,
         enqueued_at=body.enqueued_at if body.enqueued_at is not None else time.time(),
+        payload=body.payload,
     )
     mode_name = store.settings.enqueue_mode
     # what runs after the response (the seed's BackgroundTask, or the background backend's task): ours,

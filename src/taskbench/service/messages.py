@@ -57,6 +57,11 @@ class TaskIn(BaseModel):
         default=None, ge=EARLIEST, le=LATEST,
         description="unix seconds (finite, 2000..2100); defaults to the time the API received it",
     )
+    payload: dict[str, Any] | None = Field(
+        default=None,
+        description="the JSON object a user's task gets (route user/task, --workload module:callable); "
+                    "bounded by the body's size",
+    )
 
 
 class Accepted(BaseModel):

@@ -25,6 +25,7 @@ from taskbench.harness.brokers import (
 )
 from taskbench.harness.brokers.delay_proxy import BROKER_PORTS, behind, target_of
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
+from taskbench.harness.commands import own_task
 from taskbench.harness.commands.phases import (
     WARMUP_PREFIX,
     check_metrics,
@@ -105,6 +106,7 @@ class Runner:
     def _run(self, result: Result) -> Result:
         cfg = self.config
         pythons = {name: self.environment(name) for name in cfg.backends}
+        own_task.prepare(cfg, pythons, self.say)  # --with installed, the callable imported: before any load
         result.environments = {n: versions(str(p)) for n, p in pythons.items()}
         brokers = cfg.brokers  # each backend's broker: --broker, else its own default
         on_redis = "redis" in brokers.values()
@@ -282,8 +284,8 @@ class Runner:
                 if cfg.limits:
                     stack.limit(cfg.limits, say)
                 template = RequestTemplate(
-                    host="127.0.0.1", port=port, path=f"/api/v1/incr/{cfg.workload}/{name}",
-                    body='{{"value":1,"task_id":"{task_id}","enqueued_at":{enqueued_at}}}',
+                    host="127.0.0.1", port=port, path=f"/api/v1/incr/{cfg.route_workload}/{name}",
+                    body=own_task.request_body(cfg),
                 )
                 with progress.phase(f"[{name}] warm-up", total=cfg.warmup or None, executed=executed):
                     warm_accepted = warm_up(template, cfg.load, cfg.warmup, procs=stack.procs, client=client,
@@ -294,6 +296,7 @@ class Runner:
                     case.fault = FaultRecord(fault=cfg.fault.describe(), target=cfg.fault.target,
                                              note=f"{name} has no worker process to {cfg.fault.kind.split('-')[0]}")
                 load_start = time.time()
+                rss = own_task.rss_sampler(cfg, stack.procs, backend.has_worker)
                 supervisor = self._supervisor(stack) if cfg.supervised else None
                 # the fault is armed through the load and the drain: one due after a short load's end
                 # hits the backlog being worked off (its record says so)
@@ -338,6 +341,7 @@ class Runner:
                 # drain that waited for them in vain is the loss (audited), not a failure of its own
                 drain_ok = drained.drained or (injector is not None and injector.record.injected
                                                and not promise.keeps_accepted)
+                case.rss = rss.stop() if rss is not None else None
                 stopped: list[str] = []
                 if not drained.drained:
                     time.sleep(cfg.late_grace)  # a straggler finishing now is counted late, not lost
@@ -348,10 +352,11 @@ class Runner:
                 with progress.phase(f"[{name}] audit"):
                     rows, read_failures = read_ledger(client, ledger, say=say)
                     failures += read_failures
+                    outcomes = own_task.read_outcomes(cfg, client, ledger, say)
                     report = None if rows is None else audit(
                         load.accepted_ids, rows.counts, rows.times, deadline=drained.deadline,
                         ignore_prefix=WARMUP_PREFIX, start=load_start, corrupt=rows.corrupt,
-                        failed_ids=load.failed_ids, refused_ids=load.refused_ids()).to_model()
+                        failed_ids=load.failed_ids, refused_ids=load.refused_ids(), outcomes=outcomes).to_model()
                 lines = drained.lines(None if report is None else report.lost)
                 if not drain_ok and report is not None and injector is not None and injector.record.injected \
                         and not unkept_promises(promise, lost=report.lost, duplicated=0,
@@ -367,7 +372,9 @@ class Runner:
                                                ignore_prefix=WARMUP_PREFIX)
                         load_times = {k: v for k, v in rows.times.items() if not k.startswith(WARMUP_PREFIX)}
                         case.fault = broker_restart.sent_before(case.fault, load_times)
-                    case.metrics, metric_failures = check_metrics(client, settings, port, sum(rows.counts.values()),
+                    # a user's task's call that raised is an execution its worker counts failed, not succeeded
+                    succeeded = sum(rows.counts.values()) - own_task.failed_executions(outcomes)
+                    case.metrics, metric_failures = check_metrics(client, settings, port, succeeded,
                                                                   case.fault, case.revived, stopped)
                     failures += metric_failures
                 case.limits = stack.limit_records()
@@ -401,6 +408,8 @@ class Runner:
                                         cause=" after a worker died")
         case.summary = queue_summary(case.load, report, load_start=load_start, drained=drained.drained,
                                      fault=case.fault)
+        if cfg.user_task:
+            own_task.add_to_summary(case.summary, report, case.rss)
         case.failures = failures
         # after a fault, or on an unsafe seed wiring, lost and duplicated tasks are the case's figures
         audit_ok = report is not None and (report.corrupt == 0 if injected or died or backend.unsafe else report.ok)

@@ -1,0 +1,103 @@
+"""The resident memory of the processes that run a case's tasks, sampled over the load and the drain.
+
+A task that leaks shows as memory that grows with the tasks run and stays after them: each sample is
+the RSS of every process that runs tasks (each worker with all its descendants: pool children, RQ's work
+horses, Huey's process workers; the API for ``background``), summed, read from ``/proc`` every
+``interval`` seconds on a thread of the harness. Summed RSS counts a page shared by a parent and its
+forked child twice: compare a case's start with its end, not a backend's absolute figure with another's.
+Off Linux (no ``/proc``) there are no samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from taskbench.results import RssRecord
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+MB = 1024 * 1024
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent pid -> child pids, for every process this user can see."""
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses; the rest follows the last ")"
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[1].isdigit():
+            tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    return tree
+
+
+def _rss(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0  # gone between the listing and the read
+
+
+def tree_rss(roots: list[int]) -> int:
+    """Bytes resident in ``roots`` and all their descendants."""
+    tree = _children()
+    seen: set[int] = set()
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        todo += tree.get(pid, [])
+    return sum(_rss(pid) for pid in seen)
+
+
+class RssSampler:
+    """Samples ``pids()`` (the task processes' current pids, so a restarted worker is followed) on a
+    thread from :meth:`start` to :meth:`stop`, which returns the record."""
+
+    def __init__(self, pids: Callable[[], dict[str, int]], interval: float = 1.0) -> None:
+        self._pids = pids
+        self.interval = interval
+        self._samples: list[float] = []
+        self._names: set[str] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        found = self._pids()
+        self._names.update(found)
+        self._samples.append(round(tree_rss(list(found.values())) / MB, 2))
+
+    def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):  # a figure beside the run: a failed sample is a missing one
+                self._sample()
+            if self._stop.wait(self.interval):
+                return
+
+    def start(self) -> RssSampler:
+        if Path("/proc/self/statm").exists():
+            self._thread = threading.Thread(target=self._loop, name="taskbench-rss", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> RssRecord | None:
+        if self._thread is None:
+            return None
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._thread = None
+        with_samples = [s for s in self._samples if s > 0]
+        if not with_samples:
+            return None
+        return RssRecord(interval_s=self.interval, samples_mb=self._samples, start_mb=with_samples[0],
+                         peak_mb=max(with_samples), end_mb=with_samples[-1], processes=sorted(self._names))

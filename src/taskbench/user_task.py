@@ -1,0 +1,236 @@
+"""A user's own task body (``--workload module:callable``): found, imported and called in every backend's worker.
+
+The workload is named ``module:callable`` (``myapp.tasks:send_invoice``, imported as a module) or
+``path/to/file.py:callable`` (loaded from the file, its folder importable too), the callable possibly
+dotted (``tasks.py:Mailer.send``). ``TASKBENCH_TASK_PATH`` (``--path``, folders joined by ``os.pathsep``)
+is put at the front of ``sys.path`` first. The callable takes one argument, the task's payload (a dict:
+``--payload``'s template with the task's id filled in, or ``{"task_id": ...}`` without one), and may be a
+plain function or a coroutine function.
+
+Each call is timed in CPU seconds of its own thread, so a task that holds the GIL or burns CPU shows it
+apart from one that waits: a plain function runs in a thread of its own pool (``--concurrency`` threads,
+as a library's thread pool would run it), measured with ``time.thread_time`` around the call; a coroutine
+runs on the worker's event loop, measured around each of its steps (:class:`_Timed`), so what other
+tasks do while it awaits is not counted. A call that raises is an outcome, not an error of the run: the
+exception is caught, its type recorded as the execution's failure (:func:`taskbench.ledger.failure_name`)
+and the task returns normally to the library, so no library retries it and the ledger counts it once, as
+**failed**. In a forked child (RQ's horse, Huey's process workers) :meth:`UserTask.call_sync` runs it,
+a coroutine function in an event loop of the call's own.
+
+``python -m taskbench.user_task SPEC`` is the pre-flight check the harness runs in every backend's
+environment before any load: it prints ``ok sync`` or ``ok async``, or one line naming the import error
+and exits 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import time
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from taskbench.ledger import failure_name
+
+#: what the outcome of one call is: (CPU seconds, the exception type of a call that raised, or None)
+Outcome = tuple[float, str | None]
+
+
+class TaskSpecError(ValueError):
+    """The ``module:callable`` cannot be parsed, imported or called: one line saying why."""
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``(module or file, attribute)`` of ``module:callable`` / ``path/file.py:callable``."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise TaskSpecError(f"a task is module:callable or path/to/file.py:callable, got {spec!r}")
+    if not all(part.isidentifier() for part in attr.split(".")):
+        raise TaskSpecError(f"{attr!r} is not a name of a callable (in {spec!r})")
+    return target, attr
+
+
+def is_file_spec(spec: str) -> bool:
+    """Whether ``spec`` names a file (``path/x.py:f``), not a module (``pkg.mod:f``)."""
+    target = split_spec(spec)[0]
+    return target.endswith(".py") or os.sep in target or "/" in target
+
+
+def add_paths(paths: str) -> None:
+    """Put the folders of ``paths`` (``os.pathsep``-separated) at the front of ``sys.path``, once each."""
+    for folder in reversed([p for p in paths.split(os.pathsep) if p]):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+def load(spec: str, paths: str = "") -> Callable[[dict[str, Any]], Any]:
+    """The callable ``spec`` names, imported in this process (TaskSpecError in one line otherwise)."""
+    target, attr = split_spec(spec)
+    add_paths(paths)
+    try:
+        module = _from_file(Path(target)) if is_file_spec(spec) else importlib.import_module(target)
+    except TaskSpecError:
+        raise
+    except BaseException as exc:  # an import runs the user's code: anything may come out of it
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise TaskSpecError(f"cannot import {target!r}: {type(exc).__name__}: {_one_line(exc)}") from None
+    found: Any = module
+    for part in attr.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise TaskSpecError(f"{target!r} has no attribute {attr!r}") from None
+    if not callable(found):
+        raise TaskSpecError(f"{spec!r} is a {type(found).__name__}, not a callable")
+    return found  # type: ignore[no-any-return]
+
+
+def _from_file(path: Path) -> Any:
+    path = path.resolve()
+    if not path.is_file():
+        raise TaskSpecError(f"no such file: {path}")
+    add_paths(str(path.parent))  # its own imports of modules beside it work as in a script
+    # named as a script beside it would import it (``tasks``), so its exceptions read ``tasks.FlakyError``;
+    # a name some other module holds already gets a prefix
+    name = path.stem if path.stem.isidentifier() else f"taskbench_user_{abs(hash(path.stem))}"
+    known = sys.modules.get(name)
+    if known is not None:
+        if getattr(known, "__file__", None) == str(path):
+            return known
+        name = f"taskbench_user_{name}"
+        if name in sys.modules:
+            return sys.modules[name]
+    found = importlib.util.spec_from_file_location(name, path)
+    if found is None or found.loader is None:
+        raise TaskSpecError(f"{path} is not a Python module")
+    module = importlib.util.module_from_spec(found)
+    sys.modules[name] = module
+    try:
+        found.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+def is_async(func: Callable[..., Any]) -> bool:
+    """A coroutine function, or an object whose ``__call__`` is one."""
+    if isinstance(func, functools.partial):
+        return is_async(func.func)
+    method = type(func).__call__ if not inspect.isroutine(func) else None
+    return inspect.iscoroutinefunction(func) or (method is not None and inspect.iscoroutinefunction(method))
+
+
+class _Timed:
+    """Awaits a coroutine and adds the thread's CPU time of each of its steps to ``cpu_s``: what the
+    coroutine itself computed, without what other tasks on the loop did while it was suspended."""
+
+    def __init__(self, coro: Any) -> None:
+        self.coro = coro
+        self.cpu_s = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, sent, thrown = self.coro, None, None
+        while True:
+            began = time.thread_time()
+            try:
+                yielded = coro.throw(thrown) if thrown is not None else coro.send(sent)
+            except StopIteration as done:
+                self.cpu_s += time.thread_time() - began
+                return done.value
+            except BaseException:
+                self.cpu_s += time.thread_time() - began
+                raise
+            self.cpu_s += time.thread_time() - began
+            try:
+                sent, thrown = (yield yielded), None
+            except BaseException as exc:  # a cancellation: handed to the coroutine, as await would
+                sent, thrown = None, exc
+
+
+class UserTask:
+    """One process's handle on the user's callable: loaded once, called per task (see the module)."""
+
+    def __init__(self, spec: str, paths: str = "", *, threads: int = 10) -> None:
+        self.spec = spec
+        self.func = load(spec, paths)
+        self.is_async = is_async(self.func)
+        self._threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+
+    async def call(self, payload: dict[str, Any]) -> Outcome:
+        """Run one call on this event loop (a coroutine) or in the pool (a function)."""
+        if self.is_async:
+            timed = _Timed(self.func(payload))
+            try:
+                await timed
+            except Exception as exc:
+                return timed.cpu_s, failure_name(exc)
+            return timed.cpu_s, None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="taskbench-user")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self.call_sync, payload)
+
+    def call_sync(self, payload: dict[str, Any]) -> Outcome:
+        """Run one call in this thread (a forked child, a pool thread); a coroutine in a loop of its own."""
+        began = time.thread_time()
+        try:
+            if self.is_async:
+                return self._run_coroutine(payload)
+            self.func(payload)
+        except Exception as exc:
+            return time.thread_time() - began, failure_name(exc)
+        return time.thread_time() - began, None
+
+    def _run_coroutine(self, payload: dict[str, Any]) -> Outcome:
+        async def timed() -> Outcome:
+            return await self.call(payload)
+
+        return asyncio.run(timed())
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def payload_of(task_payload: dict[str, Any] | None, task_id: str) -> dict[str, Any]:
+    """What the callable gets: the task's payload, or ``{"task_id": ...}`` when the run has none."""
+    return task_payload if task_payload is not None else {"task_id": task_id}
+
+
+def check(spec: str, paths: str = "") -> str:
+    """``sync`` or ``async``: the pre-flight check of one environment (TaskSpecError otherwise)."""
+    with contextlib.redirect_stdout(sys.stderr):  # an import that prints must not garble the answer
+        task = UserTask(spec, paths)
+    return "async" if task.is_async else "sync"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m taskbench.user_task module:callable", file=sys.stderr)
+        return 2
+    try:
+        kind = check(argv[0], os.environ.get("TASKBENCH_TASK_PATH", ""))
+    except TaskSpecError as exc:
+        print(str(exc))
+        return 2
+    print(f"ok {kind}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
