@@ -2,7 +2,7 @@
 
 Cases are matched by their parameters (a run's case by backend, broker, workload and enqueue mode; a
 scenario's by its label and parameters). A metric is *worse* when it moved the wrong way (RPS down,
-latency, errors, lost or duplicated up) by more than the threshold **and** the change is beyond the
+latency, errors, lost, duplicated or failed up) by more than the threshold **and** the change is beyond the
 noise: Mann–Whitney U on the samples behind it at ``alpha`` (per-second counts for rates; for a latency
 percentile, every request's or task's latency from the HDR histograms, as above or below the first
 run's percentile, see :mod:`taskbench.report.stats`). Lost and duplicated tasks are counts of
@@ -119,7 +119,7 @@ def compare(a: Result, b: Result, *, threshold: float = 0.05, alpha: float = 0.0
 def decide(metric: Metric, threshold: float, alpha: float) -> Verdict:
     if metric.a is None or metric.b is None or not math.isfinite(metric.a) or not math.isfinite(metric.b):
         return "untested"  # a figure that is no number never passes as "same" (results.load rejects one)
-    if metric.name in ("lost", "duplicated"):  # failures, not noise
+    if metric.name in ("lost", "duplicated", "failed"):  # failures, not noise
         return "worse" if metric.b > metric.a else "better" if metric.b < metric.a else "same"
     if metric.test is None:
         return "untested"
@@ -194,6 +194,8 @@ def metrics(a: CaseBase, b: CaseBase) -> list[Metric]:
     if sa.lost is not None or sb.lost is not None:
         out.append(Metric("lost", "tasks", sa.lost or 0, sb.lost or 0, False))
         out.append(Metric("duplicated", "tasks", sa.duplicated or 0, sb.duplicated or 0, False))
+    if sa.failed is not None or sb.failed is not None:  # a user's task: its calls that raised
+        out.append(Metric("failed", "tasks", sa.failed or 0, sb.failed or 0, False))
     return out
 
 

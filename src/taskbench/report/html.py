@@ -12,7 +12,7 @@ from taskbench.histogram import Histogram
 from taskbench.report import matrix, plots
 from taskbench.report.page import cell, document, esc, facts, figure, flatten, table
 from taskbench.report.scenario import RANKED_HEADER, columns, limits_summary, machine_line
-from taskbench.report.table import fault_line
+from taskbench.report.table import failed_types, fault_line
 from taskbench.results import RANKED_BY, CaseBase, CeleryCase, FaultRecord, HttpCase, Load, QueueCase, Result
 
 # a run's table: the terminal's columns (report/table.py), as (summary figure, header, format)
@@ -22,6 +22,12 @@ RUN_COLUMNS = [
     ("errors_pct", "errors %", "{:.2f}"), ("accepted", "accepted", "{}"), ("lost", "lost", "{}"),
     ("duplicated", "dup", "{}"), ("unexpected", "unexp", "{}"), ("e2e_p95_ms", "e2e p95 ms", "{:.1f}"),
     ("driver_cpu_pct", "driver CPU %", "{:.0f}"),
+]
+#: the columns of a user's task's run (--workload module:callable), after the others
+OWN_TASK_COLUMNS = [
+    ("failed", "failed", "{}"), ("cpu_p50_ms", "CPU ms p50", "{:.2f}"), ("cpu_p95_ms", "CPU ms p95", "{:.2f}"),
+    ("rss_start_mb", "RSS MB start", "{:.0f}"), ("rss_peak_mb", "RSS MB peak", "{:.0f}"),
+    ("rss_end_mb", "RSS MB end", "{:.0f}"),
 ]
 STATUS_CSS = {"ok": "good", "errors": "warn", "failed": "bad"}
 
@@ -131,18 +137,25 @@ def summary_table(result: Result) -> str:
 
 
 def _run_table(result: Result) -> str:
-    headers = [("backend", "l"), ("mode", "l")] + [(h, "") for _, h, _ in RUN_COLUMNS] + [("status", "l")]
+    queue = [c for c in result.cases if isinstance(c, QueueCase)]
+    # a user's task (--workload module:callable): its failed calls by type, CPU per call, memory
+    columns = RUN_COLUMNS + (OWN_TASK_COLUMNS if any(c.summary.failed is not None for c in queue) else [])
+    headers = [("backend", "l"), ("mode", "l")] + [(h, "") for _, h, _ in columns]
+    if columns is not RUN_COLUMNS:
+        headers.append(("failed by exception type", "l"))
+    headers.append(("status", "l"))
     rows = []
-    for case in result.cases:
-        if not isinstance(case, QueueCase):
-            continue
+    for case in queue:
         s = case.summary
         mode = case.enqueue_mode + ("" if case.durable else " *")
         name = case.backend + (" [UNSAFE]" if case.unsafe else "")
         row = [f'<td class="l">{esc(name)}</td>', f'<td class="l">{esc(mode)}</td>']
-        for key, _, spec in RUN_COLUMNS:
+        for key, _, spec in columns:
             value = s.figure(key)
-            row.append(cell(value, spec, css="bad" if key in ("lost", "duplicated") and value else ""))
+            css = "bad" if key in ("lost", "duplicated") and value else "warn" if key == "failed" and value else ""
+            row.append(cell(value, spec, css=css))
+        if columns is not RUN_COLUMNS:
+            row.append(f'<td class="l wide">{esc(failed_types(s.failed_types or {}))}</td>')
         row.append(f'<td class="l {STATUS_CSS.get(case.status, "")}">{esc(case.status)}'
                    f'{" (driver saturated)" if s.driver_saturated else ""}</td>')
         rows.append(row)
@@ -254,7 +267,9 @@ def queue_plots(case: QueueCase) -> list[str]:
                                                 [("tasks", hist)]),
                              f"p50 {audit.end_to_end_ms.p50:.0f} ms, p95 {audit.end_to_end_ms.p95:.0f} ms, "
                              f"max {audit.end_to_end_ms.max:.0f} ms; {audit.executed} executed, "
-                             f"{audit.lost} lost, {audit.duplicated} duplicated"))
+                             f"{audit.lost} lost, {audit.duplicated} duplicated"
+                             + (f", {audit.failed} failed ({failed_types(audit.failed_types)})"
+                                if audit.failed else "")))
     return out
 
 
