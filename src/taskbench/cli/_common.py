@@ -11,6 +11,7 @@ import typer
 
 if TYPE_CHECKING:
     from taskbench.harness.commands.runner import Runner
+    from taskbench.harness.commands.target import TargetRunner
     from taskbench.results import Result
     from taskbench.scenarios.run import ScenarioRunner
     from taskbench.settings import Settings
@@ -116,8 +117,8 @@ def interrupt_on_signals() -> None:
     signal.signal(signal.SIGTERM, on_term)
 
 
-def execute(runner: Runner | ScenarioRunner, console: Any) -> Result:
-    """Run a Runner or ScenarioRunner: SIGTERM acts as Ctrl-C, errors become one line.
+def execute(runner: Runner | ScenarioRunner | TargetRunner, console: Any) -> Result:
+    """Run a Runner, ScenarioRunner or TargetRunner: SIGTERM acts as Ctrl-C, errors become one line.
 
     Whether the result passed is :meth:`Result.passed` (one rule, :func:`taskbench.results.passed`).
     """

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from taskbench.harness.commands.runner import Runner
+    from taskbench.harness.commands.target import TargetRunner
     from taskbench.results import Result
     from taskbench.scenarios.run import ScenarioRunner
 
@@ -81,11 +82,50 @@ def run(
         help="with --scenario: only these cases: numbers, ranges or label words, e.g. 0,3,7-13,restart-broker",
     )] = None,
     profile: Annotated[str | None, params.option("profile")] = params.default("profile"),
+    target: Annotated[str | None, typer.Option(
+        help="audit your own running service instead of the reference stack: http://127.0.0.1:PORT/path, "
+             "sent POST with the task reference (README: Audit your own service)")] = None,
+    id_header: Annotated[bool, typer.Option(
+        help="with --target: send the task reference in the X-Taskbench-Task header (else only where "
+             "--payload says {task_id})")] = True,
+    library: Annotated[str | None, typer.Option(
+        help="with --target: the queue library your service uses (a name of `taskbench backends`): its "
+             "promise judges lost and duplicated tasks")] = None,
+    worker_cmd: Annotated[str | None, typer.Option(
+        help="with --target: your worker's command; taskbench starts it (in its own process group), "
+             "kill-worker/pause-worker act on it")] = None,
+    api_cmd: Annotated[str | None, typer.Option(
+        help="with --target: your API's command; taskbench starts it (its own process group) and kill-api "
+             "acts on it")] = None,
+    worker_pid: Annotated[int | None, typer.Option(
+        help="with --target: your running worker's pid, for --fault kill-worker (once, not restarted)")] = None,
+    allow_fault_on_target: Annotated[bool, typer.Option(
+        help="with --target: let --fault stall-broker/restart-broker act on the Redis of --broker-url")] = False,
+    first_execution: Annotated[float, typer.Option(
+        help="with --target: stop the load when no execution reached the ledger within this many seconds")] = 10.0,
 ) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
     from rich.console import Console
     from rich.markup import escape
 
+    if target is not None:
+        from taskbench.cli.target import run_target
+
+        run_target(target, load={"model": model, "users": users, "rate": rate, "ramp": ramp, "requests": requests,
+                                 "duration": duration, "driver_processes": driver_processes, "timeout": timeout},
+                   redis_url=redis_url, payload=payload, id_header=id_header, library=library,
+                   enqueue_mode=enqueue_mode, worker_cmd=worker_cmd, worker_pid=worker_pid,
+                   api_cmd=api_cmd, fault=fault,
+                   broker_url=broker_url, allow_fault_on_target=allow_fault_on_target, output=output,
+                   drain_timeout=drain_timeout, drain_stall=drain_stall, first_execution=first_execution,
+                   keep=keep, promise_settings={
+                       "saq_retries": saq_retries, "pgqueuer_heartbeat_timeout": pgqueuer_heartbeat_timeout,
+                       "procrastinate_retry_stalled": procrastinate_retry_stalled, "rq_worker_ttl": rq_worker_ttl,
+                       "rq_maintenance_interval": rq_maintenance_interval})
+        return
+    if any((library, worker_cmd, api_cmd, worker_pid is not None, allow_fault_on_target, not id_header)):
+        fail("--library, --worker-cmd, --api-cmd, --worker-pid, --allow-fault-on-target and --no-id-header apply to "
+             "--target: give --target URL as well")
     if scenario is not None:
         run_scenario(scenario, cases, output, redis_url, profile)
         return
@@ -152,7 +192,7 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
     _finish(runner, console, render, output)
 
 
-def _finish(runner: Runner | ScenarioRunner, console: Console, render: Callable[[Result, Console], None],
+def _finish(runner: Runner | ScenarioRunner | TargetRunner, console: Console, render: Callable[[Result, Console], None],
             output: Path) -> None:
     """Run with live progress, print the table, write report.html and the index, exit 1 unless it passed."""
     from rich.console import Console

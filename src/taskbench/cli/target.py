@@ -1,0 +1,61 @@
+"""``taskbench run --target URL``: the options of a run against the user's own service, checked in one line each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from taskbench.cli._common import fail
+
+
+def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payload: str | None, id_header: bool,
+               library: str | None, enqueue_mode: str, worker_cmd: str | None, worker_pid: int | None,
+               api_cmd: str | None, fault: str | None, broker_url: str | None, allow_fault_on_target: bool,
+               output: Path,
+               drain_timeout: float, drain_stall: float, first_execution: float, keep: bool,
+               promise_settings: dict[str, Any]) -> None:
+    """Build the target's config (every mistake one line, before anything starts), run it, print the table."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from taskbench.cli.run import _finish
+    from taskbench.harness.commands.target import DEFAULT_LEDGER_URL, TargetConfig, TargetRunner
+    from taskbench.harness.config import load_spec
+    from taskbench.harness.faults.kinds import Fault, delay_of
+    from taskbench.harness.faults.on_target import target_fault
+    from taskbench.report.table import render
+
+    console = Console(stderr=True)
+    try:
+        if fault and delay_of(fault) is not None:
+            raise ValueError("--fault delay-broker needs a broker taskbench connects its own processes to: "
+                             "not on a target")
+        on_target = None
+        if fault:
+            on_target = target_fault(Fault.parse(fault), worker_cmd=worker_cmd, worker_pid=worker_pid,
+                                     broker_url=broker_url, allowed=allow_fault_on_target, api_cmd=api_cmd)
+        elif allow_fault_on_target:
+            raise ValueError("--allow-fault-on-target without --fault: nothing is injected unless asked")
+        template = None
+        if payload is not None:
+            from taskbench.payload import read
+
+            template = read(payload)
+        settings = {k: v for k, v in promise_settings.items()
+                    if library is not None and k in _promise_names(library)}
+        config = TargetConfig(url=target, load=load_spec(load), ledger_url=redis_url or DEFAULT_LEDGER_URL,
+                              payload=template, id_header=id_header, library=library, enqueue_mode=enqueue_mode,
+                              worker_cmd=worker_cmd, worker_pid=worker_pid, api_cmd=api_cmd, fault=on_target,
+                              broker_url=broker_url, output=output,
+                              drain_timeout=drain_timeout, drain_stall=drain_stall,
+                              first_execution=first_execution, keep=keep, promise_settings=settings)
+    except ValueError as exc:
+        fail(str(exc))
+    runner = TargetRunner(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
+    _finish(runner, console, render, output)
+
+
+def _promise_names(library: str) -> tuple[str, ...]:
+    from taskbench import backends
+
+    return tuple(backends.info(library).promise_settings)

@@ -1,0 +1,353 @@
+"""``taskbench run --target URL``: load a service the user runs, audit its tasks in taskbench's ledger.
+
+Nothing of the reference stack starts: the user's FastAPI app, workers and broker are theirs. The
+driver sends each request with a task reference (``<case run id>.<n>-<seq>@<send time>``) in the
+``X-Taskbench-Task`` header and/or where the ``--payload`` template says ``{task_id}``; the user's task,
+wrapped in the probe's decorator (``probe/``, ``taskbench_probe``), records each execution under
+``taskbench:<case run id>:`` in the ledger's Redis (``--redis-url``, the probe's ``TASKBENCH_LEDGER_URL``).
+From there the phases are the reference run's: the drain waits for the accepted ids, the audit
+compares them with the ledger (lost, duplicated, unexpected, failed), the fault's recovery figures and
+verdict read the same records, and the result is a ``run`` result that ``report`` and ``compare`` read.
+
+Two things are new, because the service is not ours: before the load, the target must answer on its
+port (else one line: is the service running?); and when no execution reaches the ledger within the
+first ``first_execution`` seconds of load, the load stops and the run says the instrumentation is
+missing, instead of counting every task lost at the end. Faults: :mod:`taskbench.harness.faults.on_target`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import os
+import shlex
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from taskbench import backends
+from taskbench.driver import LoadSpec, RequestTemplate, run_load
+from taskbench.harness import HarnessError, progress
+from taskbench.harness.brokers.redis import check_reachable, describe
+from taskbench.harness.commands.phases import drain, queue_status, queue_summary, read_ledger
+from taskbench.harness.commands.runner import stamp, write_result
+from taskbench.harness.faults.context import Broker
+from taskbench.harness.faults.injector import Injector
+from taskbench.harness.faults.on_target import TargetFault
+from taskbench.harness.faults.recovery import broken_promises, promise_of, summarize, unkept_promises
+from taskbench.harness.faults.stalls import redis_client
+from taskbench.harness.machine import result_header
+from taskbench.harness.processes.envs import project_root
+from taskbench.harness.processes.runs import registered
+from taskbench.harness.processes.stack import Stack
+from taskbench.ledger import Ledger, audit
+from taskbench.net import listening
+from taskbench.results import AuditResult, FaultRecord, Promise, QueueCase, Result
+
+Say = Callable[[str], None]
+#: the header the probe reads (``taskbench_probe.HEADER``), and what the driver fills in it
+HEADER = "X-Taskbench-Task"
+REFERENCE = "{task_id}@{enqueued_at}"
+DEFAULT_LEDGER_URL = "redis://127.0.0.1:6379/0"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetConfig:
+    """A ``--target`` run's parameters (validated on construction, one line each)."""
+
+    url: str
+    load: LoadSpec
+    ledger_url: str = DEFAULT_LEDGER_URL
+    #: the request body's template (``{task_id}`` -> the task reference), None: an empty JSON object
+    payload: dict[str, Any] | None = None
+    id_header: bool = True
+    #: the queue library the service uses: its promise (as taskbench states it) judges a fault's figures
+    library: str | None = None
+    enqueue_mode: str = "awaited"
+    worker_cmd: str | None = None
+    worker_pid: int | None = None
+    #: the API's command: taskbench starts it (and kill-api kills and restarts it); None: the user runs it
+    api_cmd: str | None = None
+    fault: TargetFault | None = None
+    broker_url: str | None = None
+    output: Path = Path("results")
+    drain_timeout: float = 120.0
+    drain_stall: float = 60.0
+    first_execution: float = 10.0
+    startup_timeout: float = 60.0
+    stop_timeout: float = 10.0
+    keep: bool = False
+    #: the library settings that change its promise (the libraries' defaults)
+    promise_settings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme != "http" or not parts.hostname or parts.port is None:
+            raise ValueError(f"--target {self.url!r}: give http://127.0.0.1:PORT/path (plain HTTP, a port)")
+        RequestTemplate(host=parts.hostname, port=parts.port, path=parts.path or "/")  # loopback only
+        if self.library is not None:
+            backends.info(self.library)  # ValueError naming the known ones
+        if self.enqueue_mode not in ("awaited", "after-response"):
+            raise ValueError(f"--enqueue-mode must be awaited or after-response, got {self.enqueue_mode!r}")
+        if self.worker_cmd is not None and self.worker_pid is not None:
+            raise ValueError("give --worker-cmd or --worker-pid, not both")
+        for name, cmd in (("--worker-cmd", self.worker_cmd), ("--api-cmd", self.api_cmd)):
+            if cmd is not None and not shlex.split(cmd):
+                raise ValueError(f"{name} is empty")
+        if not self.id_header and "{task_id}" not in json.dumps(self.payload or {}):
+            raise ValueError("the task id would reach your service neither in the X-Taskbench-Task header "
+                             "(--no-id-header) nor in the payload (no \"{task_id}\" in --payload)")
+        if not 0 < self.first_execution <= 600:
+            raise ValueError("--first-execution must be in (0, 600] seconds")
+
+    @property
+    def template(self) -> RequestTemplate:
+        parts = urlsplit(self.url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        assert parts.hostname is not None
+        assert parts.port is not None
+        return RequestTemplate(host=parts.hostname, port=parts.port, path=path, body=body_template(self.payload),
+                               headers=((HEADER, REFERENCE),) if self.id_header else ())
+
+    def to_dict(self) -> dict[str, Any]:
+        from taskbench.harness.brokers.base import redact
+
+        return {
+            "target": self.url, "workload": f"target {self.url}", "load": dataclasses.asdict(self.load),
+            "ledger_url": redact(self.ledger_url), "payload": self.payload, "id_header": self.id_header,
+            "library": self.library, "enqueue_mode": self.enqueue_mode, "worker_cmd": self.worker_cmd,
+            "worker_pid": self.worker_pid, "api_cmd": self.api_cmd,
+            "fault": self.fault.describe() if self.fault else None,
+            "broker_url": redact(self.broker_url) if self.broker_url else None, "output": str(self.output),
+            "drain_timeout": self.drain_timeout, "drain_stall": self.drain_stall,
+            "first_execution": self.first_execution, "backends": [self.library or "target"],
+        }
+
+
+def body_template(payload: dict[str, Any] | None) -> str:
+    """The payload as the driver's :meth:`str.format` template: every brace doubled but ``{task_id}``'s,
+    which becomes the task reference (``{task_id}@{enqueued_at}``: the probe takes the send time from it)."""
+    text = json.dumps(payload or {}, separators=(",", ":"))
+    return text.replace("{", "{{").replace("}", "}}").replace("{{task_id}}", REFERENCE)
+
+
+class TargetRunner:
+    """One case: the user's service under load, its ledger audited (see the module's docstring)."""
+
+    def __init__(self, config: TargetConfig, say: Say = print, run_id: str | None = None) -> None:
+        self.config = config
+        self.say = say
+        self.run_id = run_id or f"{stamp()}-{os.getpid()}"
+        self.out_dir = config.output / self.run_id
+        self.root = project_root()
+
+    def result_path(self) -> Path:
+        return self.out_dir / "result.json"
+
+    def run(self) -> Result:
+        cfg = self.config
+        check_reachable(cfg.ledger_url)  # one line naming the ledger's Redis when it does not answer
+        if cfg.api_cmd is None:
+            reachable(cfg.url)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        result = Result(kind="run", config=cfg.to_dict(), **result_header(self.run_id, self.root))
+        with registered(cfg.output, self.say):
+            case = self._case(result)
+        result.cases.append(case)
+        result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        write_result(self.result_path(), result)
+        return result
+
+    def _case(self, result: Result) -> QueueCase:
+        cfg = self.config
+        run_id = f"{self.run_id}-target"
+        ledger = Ledger(f"taskbench:{run_id}:")
+        client = redis_client(cfg.ledger_url)
+        logs = self.out_dir / "logs" / "0-target"
+        durable = cfg.enqueue_mode == "awaited"
+        has_worker = cfg.worker_cmd is not None or cfg.worker_pid is not None
+        case = QueueCase(backend=cfg.library or "target", label=f"target {cfg.url}", workload=f"target {cfg.url}",
+                         enqueue_mode=cfg.enqueue_mode, durable=durable, has_worker=has_worker,
+                         durability="" if durable else "after-response enqueue: the 2xx comes before the broker "
+                                                       "has the task", workers=1 if has_worker else 0,
+                         run_id=run_id, logs=str(logs), promise_settings=cfg.promise_settings)
+        promise = None
+        if cfg.library is not None:
+            promise = promise_of(cfg.library, "redis", durable=durable, why=case.durability,
+                                 settings=cfg.promise_settings)
+            case.delivery = promise.text
+        failures: list[str] = []
+        stack = Stack({**os.environ, "TASKBENCH_LEDGER_URL": cfg.ledger_url}, name=run_id,
+                      stop_timeout=cfg.stop_timeout)
+        load = None
+        try:
+            with stack:
+                if cfg.worker_cmd is not None:
+                    self.say(f"starting your worker: {cfg.worker_cmd} (its log: {logs / 'worker-0.log'})")
+                    stack.start("worker-0", ["/bin/sh", "-c", cfg.worker_cmd], logs / "worker-0.log", role="workers")
+                if cfg.api_cmd is not None:
+                    self.say(f"starting your API: {cfg.api_cmd} (its log: {logs / 'api.log'})")
+                    stack.start("api", ["/bin/sh", "-c", cfg.api_cmd], logs / "api.log", role="api")
+                    port = cfg.template.port
+                    stack.wait_ready(lambda: listening(port), timeout=cfg.startup_timeout,
+                                     what=f"your API on 127.0.0.1:{port} (its log: {logs / 'api.log'})")
+                spec = dataclasses.replace(cfg.load, id_prefix=f"{run_id}.")
+                injector = self._injector(stack) if cfg.fault is not None else None
+                stop, missing = threading.Event(), threading.Event()
+                started = threading.Event()
+                watcher = threading.Thread(target=self._watch_first, args=(ledger, client, started, stop, missing),
+                                           name="taskbench-first-execution", daemon=True)
+                watcher.start()
+
+                def on_start() -> None:
+                    started.set()
+                    if injector is not None:
+                        injector.started()
+
+                def executed() -> int:
+                    return ledger.executed_count(client)
+
+                self.say(f"load: {cfg.url}, {spec.model} model, {spec.users} users; the task reference in "
+                         + ("the X-Taskbench-Task header" if cfg.id_header else "the payload"))
+                load_start = time.time()
+                with injector.armed(load_start) if injector else contextlib.nullcontext():
+                    with progress.phase("[target] load", total=spec.requests, duration=spec.duration,
+                                        executed=executed):
+                        load = run_load(cfg.template, spec, started=on_start, stop=stop)
+                    load_end = time.time()
+                    stop.set()
+                    if injector is not None:
+                        injector.load_ended()
+                    case.load = load.to_model()
+                    if missing.is_set():
+                        raise HarnessError(self._missing_message(load.ok, load.errors))
+                    self.say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
+                    with progress.phase("[target] drain", total=len(load.accepted_ids), executed=executed):
+                        drained = drain(stack.procs, client, ledger, target=len(load.accepted_ids),
+                                        accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
+                                        say=self.say, stall=cfg.drain_stall)
+                if injector is not None:
+                    case.fault = injector.record
+                    if injector.record.error:
+                        failures.append(f"fault {injector.record.fault}: {injector.record.error}")
+                    elif not injector.record.injected:
+                        failures.append(f"fault {injector.record.fault}: {injector.record.note}")
+                with progress.phase("[target] audit"):
+                    rows, read_failures = read_ledger(client, ledger, say=self.say)
+                    failures += read_failures
+                    report = None if rows is None else audit(
+                        load.accepted_ids, rows.counts, rows.times, deadline=drained.deadline, start=load_start,
+                        corrupt=rows.corrupt, failed_ids=load.failed_ids, refused_ids=load.refused_ids(),
+                        outcomes=ledger.outcomes(client)).to_model()
+                # a loss the service's promise allows (after-response, at-most-once) never comes: the drain
+                # that waited for it in vain is that loss (audited), not a failure of its own
+                drain_ok = drained.drained or not durable or (promise is not None and not promise.keeps_accepted)
+                lines = drained.lines(None if report is None else report.lost)
+                if drain_ok:
+                    for line in lines:
+                        self.say(line)
+                else:
+                    failures += lines
+                if rows is not None and case.fault is not None:
+                    case.fault = summarize(case.fault, rows.times, case.load, promise)
+        finally:
+            case.exit_codes = dict(stack.exit_codes)
+            case.cleanup = self._clean_up(client, run_id)
+            client.close()
+        case.audit = report
+        injected = case.fault is not None and case.fault.injected
+        failures += self._verdict(report, case.fault, promise)
+        case.summary = queue_summary(case.load, report, load_start=load_start, drained=drained.drained,
+                                     fault=case.fault)
+        case.failures = failures
+        audit_ok = report is not None and (report.corrupt == 0 if injected or not durable else report.ok)
+        case.status = queue_status(case.summary, audit_ok=audit_ok, drained=drain_ok, failures=failures)
+        return case
+
+    @staticmethod
+    def _verdict(report: AuditResult | None, fault: FaultRecord | None, promise: Promise | None) -> list[str]:
+        """What fails the case: a loss or duplicate the library's promise rules out (after a fault: also
+        no recovery); without ``--library``, a task that never ran."""
+        if report is None:
+            return []
+        if fault is not None and fault.injected:
+            return broken_promises(fault, lost=report.lost, duplicated=report.duplicated)
+        if promise is not None:
+            return unkept_promises(promise, lost=report.lost, duplicated=report.duplicated)
+        return [f"{report.lost} accepted task(s) never ran (--library names your queue library: its promise "
+                "then judges them)"] if report.lost else []
+
+    def _watch_first(self, ledger: Ledger, client: Any, started: threading.Event, stop: threading.Event,
+                     missing: threading.Event) -> None:
+        """Stop the load when no execution reached the ledger within ``first_execution`` s of its start."""
+        if not started.wait(self.config.startup_timeout + 60) or stop.is_set():
+            return
+        deadline = time.monotonic() + self.config.first_execution
+        while time.monotonic() < deadline and not stop.is_set():
+            with contextlib.suppress(Exception):  # a Redis that stalls: the next look decides
+                if ledger.executed_count(client):
+                    return
+            stop.wait(0.25)
+        with contextlib.suppress(Exception):
+            if stop.is_set() or ledger.executed_count(client):
+                return
+        missing.set()
+        stop.set()
+
+    def _missing_message(self, ok: int, errors: dict[str, int]) -> str:
+        cfg = self.config
+        within = f"within {cfg.first_execution:g} s of load"
+        if not ok:
+            return (f"the load stopped: {cfg.url} answered none of its requests with a 2xx {within} "
+                    f"(errors: {', '.join(f'{k} {v}' for k, v in sorted(errors.items())) or 'none'})")
+        return (f"the load stopped: no execution reached the ledger ({describe(cfg.ledger_url)}) {within}, "
+                f"though {ok} requests were answered 2xx: the instrumentation is missing. Wrap the task function "
+                "in @taskbench_probe.recorded, hand it task_ref(request) (or the payload's field), and start the "
+                f"workers with TASKBENCH_LEDGER_URL={describe(cfg.ledger_url)} (probe/README.md)")
+
+    def _injector(self, stack: Stack) -> Injector:
+        cfg = self.config
+        assert cfg.fault is not None
+        broker = Broker("redis", cfg.broker_url) if cfg.broker_url else None
+
+        def ready(proc: Any) -> bool:
+            if proc.name == "api":
+                return listening(cfg.template.port)
+            return bool(proc.alive())  # a user's worker says nothing when it is ready: alive is all we know
+
+        return Injector(cfg.fault, stack.procs, ready=ready, restarted=lambda proc: None,
+                        ready_timeout=cfg.startup_timeout, broker=broker)
+
+    def _clean_up(self, client: Any, run_id: str) -> Any:
+        from taskbench.results import Cleanup
+
+        prefix = f"taskbench:{run_id}:"
+        if self.config.keep:
+            return Cleanup(kept=True, prefix=prefix)
+        deleted = 0
+        with contextlib.suppress(Exception):
+            keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+            deleted = int(client.unlink(*keys)) if keys else 0
+        return Cleanup(kept=False, patterns=[f"{prefix}*"], deleted_keys=deleted)
+
+
+def reachable(url: str, timeout: float = 3.0) -> None:
+    """The target answers on its port; else one line saying so (is the service running?)."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None
+    assert parts.port is not None
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise HarnessError(f"the target {url} is down: {parts.hostname}:{parts.port} "
+                           f"{'refused the connection' if isinstance(exc, ConnectionRefusedError) else exc}; "
+                           "start your service first (its API, its workers, its broker)") from None
+
