@@ -7,10 +7,9 @@ that taskbench's probe adds here is marked; the other is in worker.py.
 from __future__ import annotations
 
 from arq.connections import ArqRedis
+from common import Order, lifespan
 from fastapi import FastAPI, Request
 from taskbench_probe import task_ref
-
-from common import Order, lifespan
 
 app = FastAPI(lifespan=lifespan)
 

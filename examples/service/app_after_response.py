@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from arq.connections import ArqRedis
+from common import Order, lifespan
 from fastapi import BackgroundTasks, FastAPI, Request
 from taskbench_probe import task_ref
-
-from common import Order, lifespan
 
 app = FastAPI(lifespan=lifespan)
 
