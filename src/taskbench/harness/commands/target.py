@@ -302,6 +302,8 @@ class TargetRunner:
         stop.set()
 
     def _missing_message(self, ok: int, errors: dict[str, int]) -> str:
+        from taskbench.harness.brokers.base import redact
+
         cfg = self.config
         within = f"within {cfg.first_execution:g} s of load"
         if not ok:
@@ -310,7 +312,7 @@ class TargetRunner:
         return (f"the load stopped: no execution reached the ledger ({describe(cfg.ledger_url)}) {within}, "
                 f"though {ok} requests were answered 2xx: the instrumentation is missing. Wrap the task function "
                 "in @taskbench_probe.recorded, hand it task_ref(request) (or the payload's field), and start the "
-                f"workers with TASKBENCH_LEDGER_URL={describe(cfg.ledger_url)} (probe/README.md)")
+                f"workers with TASKBENCH_LEDGER_URL={redact(cfg.ledger_url)} (probe/README.md)")
 
     def _injector(self, stack: Stack) -> Injector:
         cfg = self.config
