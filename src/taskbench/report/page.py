@@ -35,6 +35,7 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; overflow-wrap: any
 .plots figure { margin: 0; } svg.plot { width: 100%; height: auto; display: block; }
 code { font-size: .92em; background: #f3f3f3; padding: 0 3px; border-radius: 3px; }
 section.case { break-inside: avoid-page; }
+@media screen { section.case { content-visibility: auto; contain-intrinsic-size: auto 900px; } }
 table.matrix td { text-align: left; white-space: nowrap; } table.matrix th[scope=row] { text-align: left; }
 table.matrix td.ok { background: #e8f5e9; } table.matrix td.errors { background: #fff4e0; }
 table.matrix td.failed { background: #fdecea; color: var(--bad); font-weight: 600; }

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from taskbench.report import matrix
+from taskbench.report.fit import print_table
 from taskbench.report.formats import RATE
 from taskbench.report.formats import fmt as _fmt
 from taskbench.results import CaseBase, Result, Summary
@@ -143,10 +144,11 @@ def render(result: Result, console: Console | None = None) -> None:
         if "note" in with_article:
             row.append(escape(str(article.get("note", ""))))
         table.add_row(*row)
-    console.print(table)
+    print_table(console, table)
     grid = matrix.build(result)
     if len(grid.cells) > 1:
-        console.print(matrix.rich_table(grid, title=escape(f"fault matrix of {name} (case numbers after #)")))
+        print_table(console, matrix.rich_table(grid, title=escape(f"fault matrix of {name} (case numbers after #)")),
+                    per_cell=True)
     art = result.scenario.article if result.scenario else {}
     if art.get("source"):
         console.print(f"[dim]article: {escape(str(art['source']))}[/]")

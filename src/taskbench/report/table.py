@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from taskbench.report.fit import print_table
 from taskbench.results import AuditResult, FaultRecord, QueueCase, Result
 
 
@@ -68,7 +69,7 @@ def render(result: Result, console: Console | None = None) -> None:
         if own:
             cells[-3:-3] = own_task_cells(case)
         table.add_row(*cells)
-    console.print(table)
+    print_table(console, table)
     if result.interrupted:
         console.print(f"[bold red]{escape(result.interrupted)}[/]: the table holds what was measured until then")
     for note in notes:
