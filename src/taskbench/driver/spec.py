@@ -26,7 +26,9 @@ class RequestTemplate:
     ``body`` is a :meth:`str.format` template: ``{task_id}`` and ``{enqueued_at}``
     (``time.time()`` formatted ``%.6f``) are filled in per request, so literal
     braces in JSON must be doubled (``'{{"id": "{task_id}"}}'``).
-    Only loopback hosts are accepted: this tool must never load a remote machine.
+    Only loopback hosts are accepted unless ``remote`` is set: this tool must never load another
+    machine by accident. ``remote`` is for a driver of a distributed run (``taskbench drive --allow-remote``:
+    a pod, or a network namespace of ``run --nodes``), sent to the address the user or the harness named.
     """
 
     host: str
@@ -38,9 +40,10 @@ class RequestTemplate:
     #: extra header lines, each value a template as ``body`` is: ``taskbench run --target`` sends the
     #: task reference in one (``("X-Taskbench-Task", "{task_id}@{enqueued_at}")``)
     headers: tuple[tuple[str, str], ...] = ()
+    remote: bool = False
 
     def __post_init__(self) -> None:
-        if not _is_loopback(self.host):
+        if not self.remote and not _is_loopback(self.host):
             raise ValueError(
                 f"RequestTemplate.host must be a loopback address (127.0.0.0/8, ::1 or "
                 f"'localhost'); refusing to send load to {self.host!r}"
@@ -85,6 +88,29 @@ class RequestTemplate:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One stretch of an open-model load's rate schedule (a phase of ``taskbench run --phases``).
+
+    ``rate`` arrivals per second for ``duration`` seconds (0: none, the load pauses). ``id_prefix`` goes
+    before the task ids sent in it: a warm-up's ``wp`` keeps its tasks out of the audit, as the warm-up's
+    ``w`` does. The driver keeps each stage's counts and latency apart (``LoadResult.stages``), so a
+    figure can leave a stage out.
+    """
+
+    duration: float
+    rate: float
+    id_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.duration <= MAX_DURATION_S:
+            raise ValueError(f"a stage's duration must be in (0, {MAX_DURATION_S:.0f}] seconds")
+        if not 0 <= self.rate <= 1e6:
+            raise ValueError("a stage's rate must be in [0, 1e6] per second")
+        if not self.id_prefix.isascii() or any(c.isspace() for c in self.id_prefix):
+            raise ValueError("a stage's id_prefix must be ASCII without whitespace")
+
+
+@dataclass(frozen=True, kw_only=True)
 class LoadSpec:
     """Load model and bounds.
 
@@ -94,6 +120,9 @@ class LoadSpec:
       responses, over at most ``users`` connections; latency counts from the
       intended send time (coordinated-omission aware).
     - ``ramp``: like closed, but users are added at ``ramp_per_s`` up to ``users``.
+
+    ``schedule`` (open model): the rate as a list of stages one after the other, in place of ``rate``;
+    the load lasts their durations' sum.
 
     ``pace`` (closed and ramp): each user starts a request at most every ``pace`` seconds, as
     Locust's ``constant_pacing`` does (a user answered in 50 ms waits out the rest of the second).
@@ -111,17 +140,25 @@ class LoadSpec:
     processes: int = 1
     timeout: float = 30.0
     id_prefix: str = ""
+    schedule: tuple[Stage, ...] = ()
 
     def __post_init__(self) -> None:
         if self.model not in ("closed", "open", "ramp"):
             raise ValueError(f"unknown model {self.model!r}")
+        if self.schedule:
+            if self.model != "open":
+                raise ValueError("a rate schedule (stages) needs the open model")
+            if self.rate is not None:
+                raise ValueError("give a rate or a schedule, not both")
+            if self.duration is not None and self.duration != self.scheduled_s:
+                raise ValueError("a schedule's load lasts its stages' durations: leave out duration")
         if self.users < 1:
             raise ValueError("users must be >= 1")
         if self.processes < 1:
             raise ValueError("processes must be >= 1")
         if self.processes > self.users:
             raise ValueError("processes must be <= users (each process needs a connection)")
-        if self.model == "open" and (self.rate is None or self.rate <= 0):
+        if self.model == "open" and not self.schedule and (self.rate is None or self.rate <= 0):
             raise ValueError("the open model needs rate > 0")
         if self.model == "ramp" and self.ramp_per_s <= 0:
             raise ValueError("ramp_per_s must be > 0")
@@ -129,7 +166,7 @@ class LoadSpec:
             raise ValueError("pace must be in [0, 3600] seconds")
         if self.pace and self.model == "open":
             raise ValueError("pace applies to the closed and ramp models; the open model has a rate")
-        if self.requests is None and self.duration is None:
+        if self.requests is None and self.duration is None and not self.schedule:
             raise ValueError("give requests and/or duration: every load run must be bounded")
         if self.requests is not None and self.requests < 0:
             raise ValueError("requests must be >= 0")
@@ -141,8 +178,15 @@ class LoadSpec:
             raise ValueError("id_prefix must be ASCII without whitespace")
 
     @property
+    def scheduled_s(self) -> float:
+        """The schedule's length: its stages' durations added (0 without one)."""
+        return sum(stage.duration for stage in self.schedule)
+
+    @property
     def max_duration(self) -> float:
         """Issuing stops after this many seconds even if ``requests`` is not reached."""
+        if self.schedule:
+            return min(self.scheduled_s, MAX_DURATION_S)
         return self.duration if self.duration is not None else MAX_DURATION_S
 
     def split(self) -> list[LoadSpec]:
@@ -156,9 +200,11 @@ class LoadSpec:
                 requests = self.requests // n + (1 if i < self.requests % n else 0)
             rate = None if self.rate is None else self.rate / n
             ramp = self.ramp_per_s / n
+            schedule = tuple(dataclasses.replace(stage, rate=stage.rate / n) for stage in self.schedule)
             out.append(
                 dataclasses.replace(
-                    self, users=users, requests=requests, rate=rate, ramp_per_s=ramp, processes=1
+                    self, users=users, requests=requests, rate=rate, ramp_per_s=ramp, processes=1,
+                    schedule=schedule,
                 )
             )
         return out
