@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from taskbench.cli import compare, components, measure, report, run, scenarios, up
+from taskbench.cli import compare, components, measure, report, run, scaleout, scenarios, up
 
 app = typer.Typer(
     add_completion=False,
@@ -33,5 +33,8 @@ app.command()(measure.overhead)
 app.command("drain-case", hidden=True)(components.drain_case)
 app.command()(report.report)
 app.command()(compare.compare)
+app.command()(scaleout.drive)
+app.command()(scaleout.collector)
+app.command()(scaleout.collect)
 
 __all__ = ["app"]

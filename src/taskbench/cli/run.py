@@ -103,6 +103,11 @@ def run(
         help="with --target: let --fault stall-broker/restart-broker act on the Redis of --broker-url")] = False,
     first_execution: Annotated[float, typer.Option(
         help="with --target: stop the load when no execution reached the ledger within this many seconds")] = 10.0,
+    nodes: Annotated[int | None, typer.Option(
+        min=1, max=64, help="run one backend's API, each worker, Redis and NODES load drivers each in its own "
+                            "network namespace (root; docs/scale-out.md), the load split and merged")] = None,
+    node_delay: Annotated[float, typer.Option(
+        min=0, max=1000, help="with --nodes: milliseconds of netem delay on each node's interface")] = 0.0,
 ) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
     from rich.console import Console
@@ -163,6 +168,11 @@ def run(
     except ValueError as exc:
         fail(str(exc))
 
+    if nodes is not None:  # the pods of a cluster run, as processes in network namespaces
+        from taskbench.cli.scaleout import run_nodes
+
+        run_nodes(config, nodes, node_delay, console, output)
+        return
     runner = Runner(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
     _finish(runner, console, render, output)
 
