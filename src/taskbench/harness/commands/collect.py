@@ -49,10 +49,10 @@ class Collect:
     logs: str | None = None
 
 
-def collect_case(client: Any, spec: Collect, *, say: Say, procs: ProcessSet | None = None) -> tuple[
-        QueueCase, list[Segment]]:
+def collect_case(client: Any, spec: Collect, *, say: Say, procs: Any = None) -> tuple[QueueCase, list[Segment]]:
     """One queue case from the drivers' segments and the ledger; ``procs`` (the processes of ``run
-    --nodes``) end the waits early when one dies. The segments are returned for the result's record."""
+    --nodes``: a ProcessSet, or a view of one with ``dead()`` and ``procs``) end the waits early when one
+    dies. The segments are returned for the result's record."""
     settings = spec.settings
     backend = backends.info(settings.backend)
     procs = procs if procs is not None else ProcessSet({})
