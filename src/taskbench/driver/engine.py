@@ -9,6 +9,7 @@ Coroutines are only used for connecting (rare) and for the run's lifecycle.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import string
 import time
 from collections import deque
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from time import perf_counter
 
 from taskbench.driver.conn import Conn
-from taskbench.driver.result import LoadResult
+from taskbench.driver.result import LoadResult, StageResult
 from taskbench.driver.spec import LoadSpec, RequestTemplate
 from taskbench.histogram import Histogram
 
@@ -52,8 +53,11 @@ class Engine:
         self.t0 = perf_counter()
         # open model state
         self.idle: list[Conn] = []
-        self.backlog: deque[tuple[int, float]] = deque()
+        self.backlog: deque[tuple[int, float, str]] = deque()
         self.connecting = 0
+        # a rate schedule: each stage's start (perf_counter, set when the arrivals begin) and counts
+        self.stage_starts: list[float] = []
+        self.res.stages = [StageResult() for _ in spec.schedule]
         #: called once, when this engine reserves its last request (engines run together stop together)
         self.at_limit: Callable[[], None] | None = None
 
@@ -63,8 +67,8 @@ class Engine:
         return b"".join((self._head, lines.encode("latin-1"), b"Content-Length: ", str(len(raw)).encode(),
                          b"\r\n\r\n", raw))
 
-    def _request(self, seq: int) -> tuple[str, bytes]:
-        tid = self.id_prefix + str(seq)
+    def _request(self, seq: int, prefix: str = "") -> tuple[str, bytes]:
+        tid = prefix + self.id_prefix + str(seq)
         if self._static is not None:
             return tid, self._static
         sent = f"{time.time():.6f}"
@@ -83,8 +87,8 @@ class Engine:
             self.res.first_send = perf_counter()
         return seq
 
-    def _send(self, conn: Conn, seq: int, t_start: float | None = None) -> None:
-        tid, data = self._request(seq)
+    def _send(self, conn: Conn, seq: int, t_start: float | None = None, prefix: str = "") -> None:
+        tid, data = self._request(seq, prefix)
         now = perf_counter()
         self.inflight += 1
         # Latency counts from the intended send when that has passed (open model),
@@ -103,7 +107,16 @@ class Engine:
             row[3] = self.active
         return row
 
-    def _error(self, tid: str, kind: str, now: float) -> None:
+    def _stage(self, t_start: float) -> StageResult | None:
+        """The stage a request intended at ``t_start`` belongs to (None without a schedule)."""
+        if not self.stage_starts:
+            return None
+        return self.res.stages[max(0, bisect.bisect_right(self.stage_starts, t_start) - 1)]
+
+    def _error(self, tid: str, kind: str, now: float, t_start: float | None = None) -> None:
+        stage = self._stage(now if t_start is None else t_start)
+        if stage is not None:
+            stage.errors += 1
         res = self.res
         res.errors[kind] = res.errors.get(kind, 0) + 1
         res.failed_ids[tid] = kind
@@ -117,18 +130,25 @@ class Engine:
         conn.task_id = None
         self.inflight -= 1
         res = self.res
-        self.hist.record(int((now - conn.t_start) * 1e6))
+        micros = int((now - conn.t_start) * 1e6)
+        self.hist.record(micros)
         res.completed += 1
         res.last_response = now
+        stage = self._stage(conn.t_start)
+        if stage is not None:
+            stage.completed += 1
+            stage.latency.record(micros)
         if 200 <= status < 300:
             res.ok += 1
+            if stage is not None:
+                stage.ok += 1
             res.accepted_ids.append(tid)
             row = self._row(now)
             row[0] += 1
             row[1] += 1
         else:
             self._row(now)[0] += 1
-            self._error(tid, f"http_{status}", now)
+            self._error(tid, f"http_{status}", now, conn.t_start)
         if conn.close_after:
             conn.close()
         elif self.spec.model == "open":
@@ -144,7 +164,7 @@ class Engine:
         assert tid is not None
         conn.task_id = None
         self.inflight -= 1
-        self._error(tid, kind, perf_counter())
+        self._error(tid, kind, perf_counter(), conn.t_start)
 
     def on_lost(self, conn: Conn) -> None:
         self.conns.discard(conn)
@@ -235,8 +255,8 @@ class Engine:
     # -- open ------------------------------------------------------------------
     def _free(self, conn: Conn) -> None:
         if self.backlog:
-            seq, intended = self.backlog.popleft()
-            self._send(conn, seq, intended)
+            seq, intended, prefix = self.backlog.popleft()
+            self._send(conn, seq, intended, prefix)
         else:
             self.idle.append(conn)
 
@@ -252,46 +272,73 @@ class Engine:
         self.connecting -= 1
         if conn is None:
             if self.backlog:
-                seq, _ = self.backlog.popleft()
-                self._error(self.id_prefix + str(seq), "connect", perf_counter())
+                seq, intended, prefix = self.backlog.popleft()
+                self._error(prefix + self.id_prefix + str(seq), "connect", perf_counter(), intended)
             await asyncio.sleep(_RECONNECT_BACKOFF_S)
             self._ensure_conns()
             return
         self.active += 1
         self._free(conn)
 
-    def _dispatch(self, intended: float, now: float) -> bool:
+    def _dispatch(self, intended: float, now: float, prefix: str = "") -> bool:
         seq = self._take()
         if seq is None:
             return False
         self.res.intended += 1
-        if now - intended > _LATE_S:
+        late = now - intended > _LATE_S
+        if late:
             self.res.late += 1
+        stage = self._stage(intended)
+        if stage is not None:
+            stage.intended += 1
+            stage.late += late
         if self.idle:
-            self._send(self.idle.pop(), seq, intended)
+            self._send(self.idle.pop(), seq, intended, prefix)
         else:
-            self.backlog.append((seq, intended))
+            self.backlog.append((seq, intended, prefix))
             self._ensure_conns()
         return True
 
+    def _arrivals(self, start: float) -> list[tuple[float, float, float, str]]:
+        """The open model's stretches as (from, until, interval, id prefix), perf_counter times: one
+        stretch at ``rate`` until the run's bound, or one per stage of the schedule (a rate of 0 sends
+        nothing in its stage)."""
+        if not self.spec.schedule:
+            assert self.spec.rate is not None
+            return [(start, float("inf"), 1.0 / self.spec.rate, "")]
+        out, at = [], start
+        for stage in self.spec.schedule:
+            self.stage_starts.append(at)
+            out.append((at, at + stage.duration, 1.0 / stage.rate if stage.rate else float("inf"),
+                        stage.id_prefix))
+            at += stage.duration
+        return out
+
     async def _run_open(self) -> None:
-        assert self.spec.rate is not None
-        interval = 1.0 / self.spec.rate
         start = perf_counter()
-        k = 0
-        while not self.stopping and self.issued < self.limit:
-            now = perf_counter()
-            # Issue every arrival that is due; if the loop woke late they all go
-            # now, stamped with their intended times (so their latency shows it).
-            # Arrivals due within half a tick go now rather than a whole tick late;
-            # those are timed from their actual send (see _dispatch).
-            horizon = now + _TICK_S / 2
-            while start + k * interval <= horizon and self._dispatch(start + k * interval, now):
-                k += 1
-            # Sleep at least one tick: event-loop timers have ~1 ms resolution and a
-            # shorter sleep degenerates into a busy loop. Arrivals due meanwhile go
-            # out in a batch at wake-up, still timed from their intended send.
-            await asyncio.sleep(max(_TICK_S, start + k * interval - perf_counter()))
+        for begin, until, interval, prefix in self._arrivals(start):
+            if interval == float("inf"):  # a stage at rate 0: nothing is sent until it ends
+                while not self.stopping and perf_counter() < until:  # noqa: ASYNC110 - a timed wait
+                    await asyncio.sleep(min(0.05, max(_TICK_S, until - perf_counter())))
+                continue
+            k = 0
+            while not self.stopping and self.issued < self.limit:
+                due = begin + k * interval
+                if due >= until:
+                    break
+                now = perf_counter()
+                # Issue every arrival that is due; if the loop woke late they all go
+                # now, stamped with their intended times (so their latency shows it).
+                # Arrivals due within half a tick go now rather than a whole tick late;
+                # those are timed from their actual send (see _dispatch).
+                horizon = now + _TICK_S / 2
+                while due <= horizon and due < until and self._dispatch(due, now, prefix):
+                    k += 1
+                    due = begin + k * interval
+                # Sleep at least one tick: event-loop timers have ~1 ms resolution and a
+                # shorter sleep degenerates into a busy loop. Arrivals due meanwhile go
+                # out in a batch at wake-up, still timed from their intended send.
+                await asyncio.sleep(max(_TICK_S, min(due, until) - perf_counter()))
         drain_until = perf_counter() + self.timeout
         # Polling is fine here: the drain runs once, is short and is bounded.
         while (self.backlog or self.inflight) and perf_counter() < drain_until:  # noqa: ASYNC110
@@ -308,7 +355,8 @@ class Engine:
         """Run to the spec's bound; returns this process's (unfinalized) result."""
         loop = asyncio.get_running_loop()
         self.t0 = perf_counter()
-        stopper = loop.call_later(self.spec.max_duration, self.stop)
+        # a schedule ends with its last stage; its bound is a backstop that never cuts the last arrivals
+        stopper = loop.call_later(self.spec.max_duration + (1.0 if self.spec.schedule else 0.0), self.stop)
         sweeper = loop.create_task(self._sweep())
         try:
             if self.spec.model == "open":

@@ -16,6 +16,39 @@ SATURATION_LATE = 0.1
 
 
 @dataclass(kw_only=True)
+class StageResult:
+    """One stage of a rate schedule (:class:`~taskbench.driver.spec.Stage`): its arrivals and answers.
+
+    A request belongs to the stage of its intended send time; ``errors`` counts every request of it that
+    got no 2xx (a 409 included), ``latency`` its requests' latencies.
+    """
+
+    intended: int = 0
+    late: int = 0
+    completed: int = 0
+    ok: int = 0
+    errors: int = 0
+    latency: Histogram = field(default_factory=Histogram)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"intended": self.intended, "late": self.late, "completed": self.completed, "ok": self.ok,
+                "errors": self.errors, "latency": self.latency.to_dict(), "latency_ms": self.latency.summary()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StageResult:
+        return cls(intended=int(data["intended"]), late=int(data["late"]), completed=int(data["completed"]),
+                   ok=int(data["ok"]), errors=int(data["errors"]), latency=Histogram.from_dict(data["latency"]))
+
+    def add(self, other: StageResult) -> None:
+        self.intended += other.intended
+        self.late += other.late
+        self.completed += other.completed
+        self.ok += other.ok
+        self.errors += other.errors
+        self.latency.merge(other.latency)
+
+
+@dataclass(kw_only=True)
 class LoadResult:
     """Counts, ids, latency and driver CPU of one run (merged over processes).
 
@@ -52,6 +85,8 @@ class LoadResult:
     # compared across the driver's processes); kept for merging.
     first_send: float = 0.0
     last_response: float = 0.0
+    #: a rate schedule's stages, in order (none without one)
+    stages: list[StageResult] = field(default_factory=list)
 
     def refused_ids(self) -> list[str]:
         """Ids answered 409: already submitted in the run, so not enqueued again by this request."""
@@ -101,6 +136,7 @@ class LoadResult:
             "unsent": self.unsent,
             "first_send": self.first_send,
             "last_response": self.last_response,
+            "stages": [stage.to_dict() for stage in self.stages],
         }
 
     def to_model(self, failed_sample: int = 20) -> Load:
@@ -134,6 +170,7 @@ class LoadResult:
             unsent=int(data.get("unsent", 0)),
             first_send=float(data.get("first_send", 0.0)),
             last_response=float(data.get("last_response", 0.0)),
+            stages=[StageResult.from_dict(d) for d in data.get("stages", [])],
         )
 
 
@@ -159,6 +196,10 @@ def merge_results(parts: list[LoadResult]) -> LoadResult:
         out.intended += p.intended
         out.late += p.late
         out.unsent += p.unsent
+        for i, stage in enumerate(p.stages):
+            if i == len(out.stages):
+                out.stages.append(StageResult())
+            out.stages[i].add(stage)
         for row in p.per_second:
             acc = rows.setdefault(
                 row["t"], {"t": row["t"], "completed": 0, "ok": 0, "errors": 0, "users": 0}

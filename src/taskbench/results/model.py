@@ -91,6 +91,19 @@ class DriverCpu(Figures):
     utilization: float
 
 
+class StageLoad(Figures):
+    """One stage of a rate schedule (a phase of ``--phases``): arrivals due, dispatched late, answered,
+    2xx, no 2xx, and its requests' latency (each request belongs to the stage of its intended send)."""
+
+    intended: int = 0
+    late: int = 0
+    completed: int = 0
+    ok: int = 0
+    errors: int = 0
+    latency: HistogramData = HistogramData()
+    latency_ms: Percentiles = Percentiles()
+
+
 class Load(Figures):
     """The driver's account of one load phase (merged over its processes)."""
 
@@ -115,6 +128,8 @@ class Load(Figures):
     last_response: float = 0.0
     #: up to 20 ids that got no 2xx, with the reason
     failed_ids_sample: dict[str, str] = {}
+    #: a rate schedule's stages in order (``--phases``; none in files written before it)
+    stages: list[StageLoad] = []
 
     @property
     def refused(self) -> int:
@@ -398,6 +413,8 @@ class Summary(Figures):
     rss_start_mb: float | None = None  # the workers' resident memory (the API's for background): first sample
     rss_peak_mb: float | None = None
     rss_end_mb: float | None = None  # the last sample, after the drain: a leak is end well above start
+    #: ``--find-max-rate``: the highest offered rate that met the objective (requests per second)
+    sustainable_rps: float | None = None
     signed = frozenset({"restart_ready_s", "accepting_again_s", "executing_again_s", "executing_90_s",
                         "first_execution_s"})
     # queue: an injected fault
