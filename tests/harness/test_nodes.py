@@ -1,0 +1,93 @@
+"""``taskbench run --nodes N``: the pods of a cluster run as processes in network namespaces (root only)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from taskbench.harness.nodes.netns import Network, unavailable
+from taskbench.results import load
+from tests.helpers import assert_one_line_error, harness_cli
+
+WHY_NOT = unavailable()
+needs_netns = pytest.mark.skipif(WHY_NOT is not None, reason=f"network namespaces: {WHY_NOT}")
+
+
+def _namespaces() -> str:
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+
+
+def _fail_inside(made: list[Network], left: list[subprocess.Popen[bytes]]) -> None:
+    """Create two nodes, leave a process running in one, check the other's interface, then fail."""
+    with Network(["a", "b"], say=lambda _: None) as net:
+        made.append(net)
+        # a process left running inside a node is the teardown's to kill (by its pid)
+        left.append(subprocess.Popen(net.nodes["b"].exec(["sleep", "600"]), start_new_session=True))
+        shown = subprocess.run(net.nodes["a"].exec(["ip", "-o", "addr", "show", "dev", "eth0"]),
+                               capture_output=True, text=True, check=True).stdout
+        assert net.nodes["a"].ip in shown and net.nodes["b"].ip != net.nodes["a"].ip
+        raise RuntimeError("inside the block")
+
+
+@needs_netns
+def test_a_network_is_removed_also_when_its_block_fails() -> None:
+    made: list[Network] = []
+    left: list[subprocess.Popen[bytes]] = []
+    with pytest.raises(RuntimeError, match="inside"):
+        _fail_inside(made, left)
+    (net,), (sleeper,) = made, left
+    assert sleeper.wait(timeout=30) != 0  # killed, not left behind
+    assert net.leftovers() == []
+    assert f"tb{net.tag}" not in _namespaces()
+
+
+@needs_netns
+def test_two_drivers_in_two_namespaces_merge_into_one_audited_case(tmp_path: Path,
+                                                                    cli: Callable[..., Result]) -> None:
+    output = tmp_path / "results"
+    with harness_cli(["run", "--nodes", "2", "--backends", "arq", "--model", "open", "--rate", "400",
+                      "--users", "40", "--requests", "2000", "--warmup", "50", "--output", str(output)]) as proc:
+        out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out
+    (path,) = output.glob("*/result.json")
+    result = load(path)
+    (case,) = result.cases
+    assert case.status == "ok", case.failures
+    assert case.audit is not None and case.load is not None and result.config is not None
+    assert (case.audit.lost, case.audit.duplicated, case.audit.accepted) == (0, 0, 2000)
+    segments = result.config["segments"]
+    assert [s["index"] for s in segments] == [0, 1]
+    assert sum(s["requests"] for s in segments) == 2000 and all(s["ok"] > 0 for s in segments)
+    assert case.load.latency.count == 2000  # the merged histogram holds every request of both drivers
+    nodes = result.config["nodes"]
+    assert len({n["ip"] for n in nodes.values()}) == len(nodes) == 5  # redis, api, worker-0, driver-0, driver-1
+    assert all(not n["ip"].startswith("127.") for n in nodes.values())
+    assert not any(n["netns"] in _namespaces() for n in nodes.values())  # every namespace removed
+
+    # the collector's log, as `kubectl logs` gives it, goes into results/<run>/ as any run's result
+    log = tmp_path / "collector.log"
+    log.write_text("1 driver(s) ...\nTASKBENCH-RESULT " + json.dumps(json.loads(path.read_text())) + "\n")
+    again = tmp_path / "collected"
+    done = cli("collect", str(log), "--output", str(again))
+    assert done.exit_code == 0, done.output
+    copy = load(again / result.run_id / "result.json")
+    assert copy.cases[0].audit == case.audit and copy.config == result.config
+    assert (again / result.run_id / "report.html").exists()
+
+
+def test_collect_refuses_a_log_without_a_result(cli: Callable[..., Result], tmp_path: Path) -> None:
+    log = tmp_path / "collector.log"
+    log.write_text("waiting for 3 driver(s)\n")
+    assert_one_line_error(cli("collect", str(log), "--output", str(tmp_path)), "no TASKBENCH-RESULT line")
+
+
+def test_drive_refuses_a_remote_api_unless_told(cli: Callable[..., Result]) -> None:
+    assert_one_line_error(cli("drive", "--segment", "0/2", "--url", "http://10.1.2.3:8000/api/v1/incr/io/simple/arq",
+                              "--requests", "10"), "give --allow-remote")
+    assert_one_line_error(cli("drive", "--segment", "2/2", "--url", "http://127.0.0.1:8000/x", "--requests", "10"),
+                          "INDEX must be in [0, 1]")
