@@ -11,7 +11,7 @@ import pytest
 from click.testing import Result
 
 from taskbench.harness.nodes.netns import Network, unavailable
-from taskbench.results import load
+from taskbench.results import QueueCase, load
 from tests.helpers import assert_one_line_error, harness_cli
 
 WHY_NOT = unavailable()
@@ -57,6 +57,7 @@ def test_two_drivers_in_two_namespaces_merge_into_one_audited_case(tmp_path: Pat
     (path,) = output.glob("*/result.json")
     result = load(path)
     (case,) = result.cases
+    assert isinstance(case, QueueCase)
     assert case.status == "ok", case.failures
     assert case.audit is not None and case.load is not None and result.config is not None
     assert (case.audit.lost, case.audit.duplicated, case.audit.accepted) == (0, 0, 2000)
@@ -76,7 +77,7 @@ def test_two_drivers_in_two_namespaces_merge_into_one_audited_case(tmp_path: Pat
     done = cli("collect", str(log), "--output", str(again))
     assert done.exit_code == 0, done.output
     copy = load(again / result.run_id / "result.json")
-    assert copy.cases[0].audit == case.audit and copy.config == result.config
+    assert isinstance(copy.cases[0], QueueCase) and copy.cases[0].audit == case.audit and copy.config == result.config
     assert (again / result.run_id / "report.html").exists()
 
 
