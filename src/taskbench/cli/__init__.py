@@ -8,11 +8,24 @@ commands, so that ``--help`` is instant and a missing extra gives an install hin
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import typer
 
-from taskbench.cli import compare, components, measure, report, run, scaleout, scenarios, up
+from taskbench.cli import compare, components, measure, report, run, scaleout, scenarios, soak, up
 
-app = typer.Typer(
+
+class _App(typer.Typer):
+    """The app, taking ``--soak`` without its value (:func:`taskbench.cli.soak.with_optional_values`)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not args and "args" not in kwargs:
+            kwargs["args"] = soak.with_optional_values(sys.argv[1:])
+        return super().__call__(*args, **kwargs)
+
+
+app = _App(
     add_completion=False,
     no_args_is_help=True,
     help="Benchmark and audit FastAPI background-task backends on your own hardware.",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from taskbench import params
+from taskbench.cli import soak as soak_options
 from taskbench.cli._common import backend_names, execute, fail, show_progress
 from taskbench.cli.report import publish
 
@@ -108,6 +109,10 @@ def run(
                             "network namespace (root; docs/scale-out.md), the load split and merged")] = None,
     node_delay: Annotated[float, typer.Option(
         min=0, max=1000, help="with --nodes: milliseconds of netem delay on each node's interface")] = 0.0,
+    soak: soak_options.Soak = None,
+    soak_fraction: soak_options.SoakFraction = 0.5,
+    soak_memory_bound: soak_options.SoakMemoryBound = 20.0,
+    soak_latency_bound: soak_options.SoakLatencyBound = 0.5,
 ) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
     from rich.console import Console
@@ -147,8 +152,11 @@ def run(
         delay = delay_of(fault) if fault else None
         if delay is not None:  # --fault delay-broker=Xms is --broker-delay X: the delay lasts the whole case
             fault, broker_delay = None, delay
-        load = load_spec({"model": model, "users": users, "rate": rate, "ramp": ramp, "requests": requests,
-                          "duration": duration, "driver_processes": driver_processes, "timeout": timeout})
+        options, soak_spec = soak_options.soak_load(
+            soak, {"model": model, "users": users, "rate": rate, "ramp": ramp, "requests": requests,
+                   "duration": duration, "driver_processes": driver_processes, "timeout": timeout},
+            fraction=soak_fraction, memory_bound=soak_memory_bound, latency_bound=soak_latency_bound)
+        load = load_spec(options)
         config = RunConfig(
             backends=tuple(backend_names(backends, broker)), workload=workload, load=load, workers=workers,
             concurrency=concurrency, enqueue_mode=enqueue_mode,  # type: ignore[arg-type]
@@ -163,7 +171,7 @@ def run(
             procrastinate_retry_stalled=procrastinate_retry_stalled, rq_worker_ttl=rq_worker_ttl,
             rq_maintenance_interval=rq_maintenance_interval, huey_worker_type=huey_worker_type,
             producer_threads=producer_threads, payload=payload, with_packages=tuple(with_packages or ()),
-            task_paths=tuple(task_paths or ()),
+            task_paths=tuple(task_paths or ()), soak=soak_spec,
         )
     except ValueError as exc:
         fail(str(exc))

@@ -13,6 +13,7 @@ from taskbench.driver import LoadSpec
 from taskbench.harness.brokers.base import redact
 from taskbench.harness.faults.kinds import Fault
 from taskbench.harness.processes.cgroups import Limit
+from taskbench.harness.soak.spec import SoakSpec
 from taskbench.messages import WORKLOADS
 from taskbench.settings import EnqueueMode
 
@@ -113,6 +114,9 @@ class RunConfig:
     payload: str | None = None
     with_packages: tuple[str, ...] = ()
     task_paths: tuple[str, ...] = ()
+    #: ``--soak``: the load is one open-model stretch at ``load.rate`` for ``soak.duration_s``, sampled and
+    #: judged for drift (taskbench.harness.soak)
+    soak: SoakSpec | None = None
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:

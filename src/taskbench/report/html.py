@@ -9,7 +9,7 @@ of repeated runs beside the article's figure; fault runs mark the fault and the 
 from __future__ import annotations
 
 from taskbench.histogram import Histogram
-from taskbench.report import matrix, plots
+from taskbench.report import matrix, plots, soak
 from taskbench.report.page import cell, document, esc, facts, figure, flatten, table
 from taskbench.report.scenario import RANKED_HEADER, columns, limits_summary, machine_line
 from taskbench.report.table import failed_types, fault_line
@@ -218,6 +218,10 @@ def case_section(result: Result, case: CaseBase) -> str:
         if case.fault is not None:
             parts.append(f"<p>{esc(fault_line(case.fault))}</p>")
         svgs += queue_plots(case)
+        if case.soak is not None:
+            parts.append("<ul class=\"soak\">" + "".join(f"<li>{esc(line)}</li>"
+                                                         for line in soak.summary_lines(case.soak)) + "</ul>")
+            svgs += soak.soak_plots(case.soak)
     elif isinstance(case, HttpCase):
         svgs += load_plots(case.load, users=True)
     elif isinstance(case, CeleryCase):

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from taskbench.report.fit import print_table
+from taskbench.report.soak import summary_lines
 from taskbench.results import AuditResult, FaultRecord, QueueCase, Result
 
 
@@ -87,6 +88,9 @@ def render(result: Result, console: Console | None = None) -> None:
             console.print(f"{who}: {categories_line(case.audit)}")
         if case.fault is not None:
             console.print(f"{who}: {escape(fault_line(case.fault))}")
+        if case.soak is not None:
+            for line in summary_lines(case.soak):
+                console.print(f"{who}: {escape(line)}")
         for failure in case.failures:
             console.print(f"[red]{who}: {escape(failure)}[/]")
         if case.summary.driver_saturated:

@@ -39,11 +39,12 @@ from taskbench.results.model import (
     Status,
     Summary,
 )
+from taskbench.results.soak import Growth, SoakRecord
 
 __all__ = [
     "OVERHEAD_SERVERS", "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "BrokerRestart", "Case",
-    "CaseBase", "CeleryCase", "Cleanup", "Commit", "FaultRecord", "FaultSecond", "HttpCase", "LimitAsked",
+    "CaseBase", "CeleryCase", "Cleanup", "Commit", "FaultRecord", "FaultSecond", "Growth", "HttpCase", "LimitAsked",
     "LimitRecord", "LimitStats", "Load", "Machine", "MetricsCheck", "OverheadCase", "OverheadRound",
     "Percentiles", "Promise", "PromiseBound", "QueueCase", "RepeatRun", "Result", "ResultFormatError",
-    "RssRecord", "ScenarioInfo", "SeriesPoint", "Spread", "Status", "Summary", "load", "parse", "passed",
+    "RssRecord", "ScenarioInfo", "SeriesPoint", "SoakRecord", "Spread", "Status", "Summary", "load", "parse", "passed",
 ]

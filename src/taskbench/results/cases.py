@@ -23,6 +23,7 @@ from taskbench.results.model import (
     Status,
     Summary,
 )
+from taskbench.results.soak import SoakRecord
 
 SCHEMA_VERSION = 2
 
@@ -103,6 +104,8 @@ class QueueCase(CaseBase):
     audit: AuditResult | None = None
     #: a user's task: the task processes' resident memory over the load and the drain
     rss: RssRecord | None = None
+    #: ``--soak``: the series over time, their growth and the drift verdict
+    soak: SoakRecord | None = None
 
     @property
     def name(self) -> str:

@@ -25,7 +25,7 @@ from taskbench.harness.brokers import (
 )
 from taskbench.harness.brokers.delay_proxy import BROKER_PORTS, behind, target_of
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
-from taskbench.harness.commands import own_task
+from taskbench.harness.commands import own_task, soak
 from taskbench.harness.commands.phases import (
     WARMUP_PREFIX,
     check_metrics,
@@ -259,6 +259,7 @@ class Runner:
         say(f"starting API on 127.0.0.1:{port}" + (f" and {workers} worker(s)" if workers else ""))
         failures: list[str] = []
         stack = Stack({**os.environ, **env_vars}, name=run_id, stop_timeout=cfg.stop_timeout)
+        soaking: soak.SoakRun | None = None
         def executed() -> int:
             return ledger.executed_count(client)
 
@@ -296,7 +297,11 @@ class Runner:
                     case.fault = FaultRecord(fault=cfg.fault.describe(), target=cfg.fault.target,
                                              note=f"{name} has no worker process to {cfg.fault.kind.split('-')[0]}")
                 load_start = time.time()
-                rss = own_task.rss_sampler(cfg, stack.procs, backend.has_worker)
+                # a soak samples the task processes' memory itself, with their CPU, the broker and the backlog
+                rss = own_task.rss_sampler(cfg, stack.procs, backend.has_worker) if cfg.soak is None else None
+                soaking = soak.start(cfg, stack.procs, backend.has_worker, t0=load_start, client=client,
+                                     ledger=ledger, api_port=port, broker=self.broker, broker_client=broker_client,
+                                     broker_url=self.broker_address(redis), run_id=run_id)
                 supervisor = self._supervisor(stack) if cfg.supervised else None
                 # the fault is armed through the load and the drain: one due after a short load's end
                 # hits the backlog being worked off (its record says so)
@@ -366,6 +371,11 @@ class Runner:
                     say(f"{'; '.join(lines)} ({promise.text}: audited as lost)")
                 else:
                     failures += lines
+                if soaking is not None:
+                    case.soak, soak_rss = soaking.finish({} if rows is None else rows.times, load_end=load_end,
+                                                         skip_prefix=WARMUP_PREFIX)
+                    case.rss = soak_rss if cfg.user_task else None
+                    failures += case.soak.drift
                 if rows is not None:
                     if case.fault is not None:
                         case.fault = summarize(case.fault, rows.times, case.load, promise,
@@ -382,6 +392,8 @@ class Runner:
                 with progress.phase(f"[{name}] stop"):  # the API first, then the workers (SIGTERM)
                     stack.stop()
         finally:
+            if soaking is not None:
+                soaking.stop()
             case.exit_codes = dict(stack.exit_codes)
             case.cleanup = clean_up(client, settings, backend, keep=cfg.keep, purge_on_broker=self.broker != "redis",
                                     python=python, env=env_vars, logs=logs, say=say, broker=broker_client)

@@ -9,6 +9,9 @@ so the sum is the tree's real footprint and one backend's figure compares with a
 counted a forking worker's shared pages once per child: RQ's ten pool workers showed 900 MB). Where the
 kernel has no ``smaps_rollup`` (before Linux 4.14) the RSS is read instead. Off Linux (no ``/proc``)
 there are no samples.
+
+A soak (:mod:`taskbench.harness.soak.sampler`) reads the same figures per process tree, with each tree's
+CPU time beside its memory (:func:`usage`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from taskbench.results import RssRecord
@@ -65,9 +69,7 @@ def _statm_rss(pid: int) -> int:
         return 0  # gone between the listing and the read
 
 
-def tree_rss(roots: list[int]) -> int:
-    """Bytes resident in ``roots`` and all their descendants (PSS: a shared page counted once in all)."""
-    tree = _children()
+def _descendants(roots: list[int], tree: dict[int, list[int]]) -> set[int]:
     seen: set[int] = set()
     todo = list(roots)
     while todo:
@@ -76,7 +78,47 @@ def tree_rss(roots: list[int]) -> int:
             continue
         seen.add(pid)
         todo += tree.get(pid, [])
-    return sum(_rss(pid) for pid in seen)
+    return seen
+
+
+def tree_rss(roots: list[int]) -> int:
+    """Bytes resident in ``roots`` and all their descendants (PSS: a shared page counted once in all)."""
+    return sum(_rss(pid) for pid in _descendants(roots, _children()))
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and of its children it has waited for (user + system); 0 when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rfind(")") + 2:].split()  # fields 3.. of proc(5): utime is the 14th, cstime the 17th
+    try:
+        return sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK
+    except (IndexError, ValueError):
+        return 0.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One process tree's memory (PSS bytes) and CPU (seconds, every process of the tree and the children
+    it reaped: each CPU second counted once)."""
+
+    pss: int
+    cpu_s: float
+
+
+def usage(roots: Mapping[str, int]) -> dict[str, Usage]:
+    """Name -> the memory and CPU of that root's tree, from one listing of ``/proc`` (a soak's sample)."""
+    tree = _children()
+    found: dict[str, Usage] = {}
+    for name, root in roots.items():
+        pids = _descendants([root], tree)
+        found[name] = Usage(pss=sum(_rss(pid) for pid in pids), cpu_s=sum(_cpu_s(pid) for pid in pids))
+    return found
 
 
 class RssSampler:

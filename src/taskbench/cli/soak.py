@@ -1,0 +1,60 @@
+"""``taskbench run --soak [DURATION]``: the load becomes one long open-model stretch, sampled and judged for
+drift (:mod:`taskbench.harness.soak`); its options and the bare ``--soak``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from taskbench.harness.soak.spec import SoakSpec
+
+#: options that may be given without their value, and the value they then take
+OPTIONAL_VALUES = {"--soak": "30m"}
+
+Soak = Annotated[str | None, typer.Option(
+    help="a soak: one steady open load for DURATION (30m, 90s, 2h; `--soak` alone: 30m) at --rate, sampling "
+         "the task processes' memory and CPU, the broker, the backlog and the end-to-end latency, each with "
+         "its growth per hour; a drift beyond its bound fails the case (README: Soak runs)")]
+SoakFraction = Annotated[float, typer.Option(
+    help="with --soak and no --rate: the share of the sustainable rate offered")]
+SoakMemoryBound = Annotated[float, typer.Option(
+    help="with --soak: the task processes' memory may grow this many MB per hour")]
+SoakLatencyBound = Annotated[float, typer.Option(
+    help="with --soak: the end-to-end p95 may grow this share of its level per hour (and 50 ms/h)")]
+
+
+def with_optional_values(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the value of an option of :data:`OPTIONAL_VALUES` given alone filled in (``--soak``
+    last, or followed by another option): click takes no option whose value may be left out."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        if arg == "--":
+            out += argv[i + 1:]
+            break
+        if arg in OPTIONAL_VALUES and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append(OPTIONAL_VALUES[arg])
+    return out
+
+
+def soak_load(soak: str | None, load: dict[str, Any], *, fraction: float, memory_bound: float,
+              latency_bound: float) -> tuple[dict[str, Any], SoakSpec | None]:
+    """The run's load options and its soak: ``--soak`` makes the load open at ``--rate`` for the soak's
+    duration. A ValueError (one line) for what does not go together."""
+    if soak is None:
+        return load, None
+    from taskbench.harness.soak.spec import SoakSpec, parse_duration
+
+    duration = parse_duration(soak)
+    if load.get("requests") is not None or load.get("duration") is not None:
+        raise ValueError("--soak sets the load's length: leave out --requests and --duration")
+    if load.get("model") not in (None, "closed", "open"):
+        raise ValueError("--soak runs the open model at --rate: leave out --model ramp")
+    if load.get("rate") is None:
+        raise ValueError("--soak needs --rate (the requests per second it holds)")
+    spec = SoakSpec(duration_s=duration, fraction=fraction, rate_source="--rate", memory_mb_per_h=memory_bound,
+                    latency_share_per_h=latency_bound)
+    return {**load, "model": "open", "duration": duration}, spec
