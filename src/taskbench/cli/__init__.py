@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from taskbench.cli import compare, components, measure, report, run, scaleout, scenarios, soak, up
+from taskbench.cli import compare, components, deploy, measure, report, run, scaleout, scenarios, soak, up
 
 
 class _App(typer.Typer):
@@ -49,5 +49,6 @@ app.command()(compare.compare)
 app.command()(scaleout.drive)
 app.command()(scaleout.collector)
 app.command()(scaleout.collect)
+app.add_typer(deploy.app, name="deploy")
 
 __all__ = ["app"]

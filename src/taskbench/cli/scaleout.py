@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit
 
 import typer
@@ -16,6 +16,7 @@ from taskbench import params
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from taskbench.driver import RequestTemplate
     from taskbench.harness.config import RunConfig
 from taskbench.cli._common import RedisUrl, RunId, export, fail, settings
 
@@ -39,7 +40,9 @@ def drive(
     driver_processes: Annotated[int, params.option("driver_processes")] = params.default("driver_processes"),
     timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
     barrier_timeout: Annotated[float, typer.Option(
-        min=1, max=3600, help="seconds to wait for every other driver to arrive")] = 300.0,
+        min=1, max=3600, help="seconds to wait for the API, the workers and every other driver")] = 300.0,
+    wait_workers: Annotated[int, typer.Option(
+        min=0, max=10_000, help="first wait until the API answers /health and this many workers registered")] = 0,
     redis_url: RedisUrl = None,
     run_id: RunId = None,
 ) -> None:
@@ -68,12 +71,38 @@ def drive(
         fail(f"{exc}" + (" (give --allow-remote to load it)" if "loopback" in str(exc) else ""))
     client = redis_client(found.redis_url)
     try:
+        if wait_workers:
+            ready_for_load(template, client, found.ready_key, wait_workers, barrier_timeout)
         drive_segment(template, spec, index=index, count=count, node=node or socket.gethostname(), client=client,
                       prefix=found.prefix, barrier_timeout=barrier_timeout, say=lambda t: typer.echo(t, err=True))
     except (HarnessError, ValueError, RuntimeError) as exc:
         fail(str(exc))
     finally:
         client.close()
+
+
+def ready_for_load(template: RequestTemplate, client: Any, ready_key: str, workers: int, timeout: float) -> None:
+    """Wait until the API answers ``/health`` and ``workers`` workers registered (a pod may start first)."""
+    import urllib.error
+    import urllib.request
+
+    from taskbench.wait import WaitTimeoutError, wait_until
+
+    health = f"http://{template.connect_host}:{template.port}/health"
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(health, timeout=2) as resp:
+                if resp.status != 200:
+                    return False
+        except (urllib.error.URLError, OSError):
+            return False
+        return int(client.hlen(ready_key)) >= workers
+
+    try:
+        wait_until(ready, timeout, interval=0.5, what=f"{health} and {workers} worker(s) to be ready")
+    except WaitTimeoutError as exc:
+        fail(str(exc))
 
 
 def collector(
