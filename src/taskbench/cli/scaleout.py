@@ -122,6 +122,7 @@ def collector(
     from taskbench.harness import HarnessError
     from taskbench.harness.brokers import case_durability
     from taskbench.harness.commands.collect import Collect, collect_case, distributed_result
+    from taskbench.harness.commands.segment import whole_load
     from taskbench.harness.faults.stalls import redis_client
     from taskbench.harness.machine import result_header
 
@@ -137,7 +138,8 @@ def collector(
                        drain_timeout=drain_timeout, drain_stall=drain_stall)
         case, segments = collect_case(client, spec, say=lambda t: typer.echo(t, err=True))
         config = {"backends": [found.backend], "workload": workload, "workers": workers, "drivers": drivers,
-                  "concurrency": found.concurrency, "broker": found.broker, "where": "kubernetes"}
+                  "concurrency": found.concurrency, "broker": found.broker, "enqueue_mode": found.enqueue_mode,
+                  "load": whole_load(client, found.prefix), "where": "kubernetes"}
         result = distributed_result(case, segments, header=result_header(found.run_id, None), config=config)
         text = result.model_dump_json()
         client.set(f"{found.prefix}result", text)

@@ -6,11 +6,13 @@ Every key lives under the run's prefix (``taskbench:<run>:``), so the run's clea
 - ``drivers`` (hash): segment index -> the driver's node; the barrier counts it;
 - ``drivers:start``: the Unix time every driver starts sending at, set once by the last to arrive
   (``SET NX``), :data:`START_DELAY` s ahead, so that drivers on other hosts start within their clocks' skew;
-- ``segments`` (hash): segment index -> the segment's result (JSON, :class:`~taskbench.driver.segments.Segment`).
+- ``segments`` (hash): segment index -> the segment's result (JSON, :class:`~taskbench.driver.segments.Segment`);
+- ``drivers:load``: the whole load every driver was given (JSON), for the result's parameters.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -37,6 +39,16 @@ def start_key(prefix: str) -> str:
 
 def segments_key(prefix: str) -> str:
     return f"{prefix}segments"
+
+
+def load_key(prefix: str) -> str:
+    return f"{prefix}drivers:load"
+
+
+def whole_load(client: Any, prefix: str) -> dict[str, Any]:
+    """The load the drivers were given (as ``RunConfig.to_dict`` records it), {} when none said."""
+    raw = client.get(load_key(prefix))
+    return dict(json.loads(raw)) if raw else {}
 
 
 def barrier(client: Any, prefix: str, index: int, count: int, node: str, *, timeout: float) -> float:
@@ -73,6 +85,7 @@ def drive_segment(template: RequestTemplate, spec: LoadSpec, *, index: int, coun
     """Wait at the barrier, drive segment ``index`` of ``count`` of ``spec`` from the common start, and
     publish the segment's result (raw histogram and per-second rows) under the run's prefix."""
     share = segment_spec(spec, index, count)
+    client.set(load_key(prefix), json.dumps(dataclasses.asdict(spec)))
     say(f"driver {index}/{count} ({node}): waiting for {count} driver(s)")
     start_at = barrier(client, prefix, index, count, node, timeout=barrier_timeout)
     time.sleep(max(0.0, start_at - time.time()))
