@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from taskbench import params
+from taskbench.cli import load_options
 from taskbench.cli import soak as soak_options
 from taskbench.cli._common import backend_names, execute, fail, show_progress
 from taskbench.cli.report import publish
@@ -102,6 +103,12 @@ def run(
         help="with --target: your running worker's pid, for --fault kill-worker (once, not restarted)")] = None,
     allow_fault_on_target: Annotated[bool, typer.Option(
         help="with --target: let --fault stall-broker/restart-broker act on the Redis of --broker-url")] = False,
+    phases: load_options.Phases = None,
+    find_max_rate: load_options.FindMaxRate = False,
+    max_e2e_p95: load_options.MaxE2eP95 = 1000.0,
+    max_backlog_growth: load_options.MaxBacklogGrowth = 5.0,
+    step_duration: load_options.StepDuration = 10.0,
+    start_rate: load_options.StartRate = 100.0,
     first_execution: Annotated[float, typer.Option(
         help="with --target: stop the load when no execution reached the ledger within this many seconds")] = 10.0,
     nodes: Annotated[int | None, typer.Option(
@@ -157,8 +164,13 @@ def run(
                    "duration": duration, "driver_processes": driver_processes, "timeout": timeout},
             fraction=soak_fraction, memory_bound=soak_memory_bound, latency_bound=soak_latency_bound)
         load = load_spec(options)
+        load_phases, rate_search = load_options.load_modes(
+            phases, find_max_rate, {"model": model, "rate": rate, "requests": requests, "duration": duration},
+            max_e2e_p95=max_e2e_p95, max_backlog_growth=max_backlog_growth, step_duration=step_duration,
+            start_rate=start_rate)
         config = RunConfig(
             backends=tuple(backend_names(backends, broker)), workload=workload, load=load, workers=workers,
+            phases=load_phases, rate_search=rate_search,
             concurrency=concurrency, enqueue_mode=enqueue_mode,  # type: ignore[arg-type]
             io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
             broker=broker, broker_url=broker_url, redis_fsync=redis_fsync, broker_delay=broker_delay,

@@ -12,6 +12,8 @@ from taskbench import params
 from taskbench.driver import LoadSpec
 from taskbench.harness.brokers.base import redact
 from taskbench.harness.faults.kinds import Fault
+from taskbench.harness.load import phases as load_phases
+from taskbench.harness.load.search import Objective
 from taskbench.harness.processes.cgroups import Limit
 from taskbench.harness.soak.spec import SoakSpec
 from taskbench.messages import WORKLOADS
@@ -114,6 +116,11 @@ class RunConfig:
     payload: str | None = None
     with_packages: tuple[str, ...] = ()
     task_paths: tuple[str, ...] = ()
+    #: ``--phases``: the load as phases of the open model (its users, processes and timeout kept); the
+    #: load's own rate and bounds give way to the phases' (``load`` holds the schedule once built)
+    phases: tuple[load_phases.Phase, ...] = ()
+    #: ``--find-max-rate``: the objective of the search for the highest sustainable rate (None: no search)
+    rate_search: Objective | None = None
     #: ``--soak``: the load is one open-model stretch at ``load.rate`` for ``soak.duration_s``, sampled and
     #: judged for drift (taskbench.harness.soak)
     soak: SoakSpec | None = None
@@ -137,11 +144,26 @@ class RunConfig:
         if self.broker_url and len(set(self.brokers.values())) > 1:
             raise ValueError("--broker-url names one broker, and these backends run on "
                              f"{' and '.join(sorted(set(self.brokers.values())))}: give --broker too")
+        self._check_load_modes()
         checked = params.by_attr()  # the ranges of the schema, worded for the command line
         for item in fields(self):
             value = getattr(self, item.name)
             if item.name in checked and value is not None:
                 checked[item.name].check(value)
+
+    def _check_load_modes(self) -> None:
+        """``--phases`` and ``--find-max-rate`` each decide the load: one at a time, without a fault for the
+        search (its steps must measure the stack, not a fault's cost); the phases become the schedule."""
+        if self.rate_search is not None and self.phases:
+            raise ValueError("--phases and --find-max-rate each decide the load: give one of them")
+        if self.rate_search is not None and self.fault is not None:
+            raise ValueError("--find-max-rate measures the stack as it is: leave out --fault (or use --phases with "
+                             "pause-workers or stall-broker)")
+        if self.phases and not self.load.schedule:
+            load = LoadSpec(model="open", users=self.load.users, processes=self.load.processes,
+                            timeout=self.load.timeout, id_prefix=self.load.id_prefix,
+                            schedule=load_phases.stages(self.phases))
+            object.__setattr__(self, "load", load)
 
     def _check_user_task(self) -> None:
         from taskbench import payload, user_task

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from taskbench.redaction import redact_argv, redact_data, redact_text
+from taskbench.results.load import BacklogSecond, PhaseRecord, RateSearch
 from taskbench.results.model import (
     AuditResult,
     CaseKind,
@@ -104,6 +105,11 @@ class QueueCase(CaseBase):
     audit: AuditResult | None = None
     #: a user's task: the task processes' resident memory over the load and the drain
     rss: RssRecord | None = None
+    #: ``--phases``: a row of figures per phase, and the backlog per second they are read from
+    phases: list[PhaseRecord] = []
+    backlog: list[BacklogSecond] = []
+    #: ``--find-max-rate``: the search's steps and the rate it found
+    rate_search: RateSearch | None = None
     #: ``--soak``: the series over time, their growth and the drift verdict
     soak: SoakRecord | None = None
 
@@ -117,9 +123,11 @@ class QueueCase(CaseBase):
         """Also when an injected fault had the API down (those failed requests are the fault's cost), when a
         worker died on its own and ``--restart-workers`` started it again (its redeliveries are that death's
         cost, judged like a fault's: a loss or duplicate the backend promises to prevent is ``failed``), and
-        on an unsafe seed wiring (its lost and duplicated tasks are the figures it is run for)."""
+        on an unsafe seed wiring (its lost and duplicated tasks are the figures it is run for); and under
+        ``--phases`` (a burst or a stalled broker may cost answers) and ``--find-max-rate`` (its steps go past
+        the limit on purpose), whose failed requests are figures of their phase or step."""
         return (super().errors_expected or (self.fault is not None and self.fault.injected) or bool(self.revived)
-                or bool(self.unsafe))
+                or bool(self.unsafe) or bool(self.phases) or self.rate_search is not None)
 
 
 class HttpCase(CaseBase):

@@ -41,12 +41,16 @@ from taskbench.harness.commands.phases import (
     supervised,
     warm_up,
 )
+from taskbench.harness.commands.search_steps import run_search
 from taskbench.harness.config import RunConfig
 from taskbench.harness.faults import broker_restart
 from taskbench.harness.faults.context import Broker
 from taskbench.harness.faults.injector import Injector
 from taskbench.harness.faults.recovery import fault_verdict, promise_of, summarize, unkept_promises
 from taskbench.harness.faults.stalls import Patient, redis_client, server_of
+from taskbench.harness.load import figures as load_figures
+from taskbench.harness.load.backlog import origin_of
+from taskbench.harness.load.disrupt import Disruptions
 from taskbench.harness.machine import result_header
 from taskbench.harness.processes.envs import ensure_env, project_root, versions
 from taskbench.harness.processes.pinning import pinned
@@ -146,6 +150,7 @@ class Runner:
             broker_url = Settings(broker=self.broker, broker_url=cfg.broker_url).broker_address
             check_broker(self.broker, broker_url)
         problem = cfg.fault.problem(self.broker_of(redis)) if cfg.fault else None
+        problem = problem or Disruptions.problem(cfg.phases, self.broker_of(redis))
         if problem:
             raise HarnessError(problem)
 
@@ -291,7 +296,9 @@ class Runner:
                 with progress.phase(f"[{name}] warm-up", total=cfg.warmup or None, executed=executed):
                     warm_accepted = warm_up(template, cfg.load, cfg.warmup, procs=stack.procs, client=client,
                                             ledger=ledger, timeout=cfg.drain_timeout, logs=logs.parent, say=say)
-                say(f"load: {describe_load(cfg.load)}")
+                say("load: " + (f"the search for the highest sustainable rate, steps of {cfg.rate_search.step_s:g} s"
+                                if cfg.rate_search else describe_load(cfg.load)))
+                disruptions = Disruptions(cfg.phases, stack.procs, self.broker_of(redis)) if cfg.phases else None
                 injector, fault_limits = self._injector(stack, client, settings, port, case, redis)
                 if injector is None and cfg.fault is not None:
                     case.fault = FaultRecord(fault=cfg.fault.describe(), target=cfg.fault.target,
@@ -306,11 +313,18 @@ class Runner:
                 # the fault is armed through the load and the drain: one due after a short load's end
                 # hits the backlog being worked off (its record says so)
                 with injector.armed(load_start) if injector else contextlib.nullcontext():
-                    with progress.phase(f"[{name}] load", total=cfg.load.requests, duration=cfg.load.duration,
+                    with progress.phase(f"[{name}] load", total=cfg.load.requests,
+                                        duration=cfg.load.duration or cfg.load.scheduled_s or None,
                                         executed=lambda: executed() - warm_accepted), \
                             stack.measure(), pinned(cfg.placement.driver), \
                             supervised(stack.procs, supervisor, say) as revived_in_load:
-                        load = run_load(template, cfg.load, started=injector.started if injector else None)
+                        if cfg.rate_search is not None:  # steps of the open model, each drained: one load
+                            case.rate_search, load = run_search(template, cfg.load, cfg.rate_search, procs=stack.procs,
+                                                                client=client, ledger=ledger, say=say)
+                        else:
+                            with disruptions.armed() if disruptions else contextlib.nullcontext():
+                                load = run_load(template, cfg.load, started=_started(injector, disruptions))
+                    origin = origin_of(load)
                     load_end = time.time()
                     if injector is not None:
                         injector.load_ended()
@@ -387,6 +401,10 @@ class Runner:
                     case.metrics, metric_failures = check_metrics(client, settings, port, succeeded,
                                                                   case.fault, case.revived, stopped)
                     failures += metric_failures
+                if rows is not None and cfg.phases and case.load is not None:
+                    case.phases, case.backlog = load_figures.records(cfg.phases, case.load, rows.times, origin,
+                                                                     disruptions.records if disruptions else ())
+                    failures += [f"phase {p.kind}: {p.error}" for p in case.phases if p.error]
                 case.limits = stack.limit_records()
                 case.fault_limits = fault_limits
                 with progress.phase(f"[{name}] stop"):  # the API first, then the workers (SIGTERM)
@@ -422,6 +440,10 @@ class Runner:
                                      fault=case.fault)
         if cfg.user_task:
             own_task.add_to_summary(case.summary, report, case.rss)
+        if cfg.phases and case.load is not None:  # the warm-up phase is in no figure
+            case.summary = load_figures.summarize(case.summary, cfg.phases, case.load)
+        if case.rate_search is not None:
+            case.summary.sustainable_rps = case.rate_search.rate
         case.failures = failures
         # after a fault, or on an unsafe seed wiring, lost and duplicated tasks are the case's figures
         audit_ok = report is not None and (report.corrupt == 0 if injected or died or backend.unsafe else report.ok)
@@ -500,7 +522,22 @@ def redelivery_bound(task_timeout: float) -> float:
     return max(15.0, 2 * task_timeout + 10)
 
 
+def _started(*hooks: Injector | Disruptions | None) -> Callable[[], None] | None:
+    """The driver's start, told to the fault's injector and the phases' disruptions (each counts from it)."""
+    found = [hook for hook in hooks if hook is not None]
+    if not found:
+        return None
+
+    def started() -> None:
+        for hook in found:
+            hook.started()
+
+    return started
+
+
 def describe_load(spec: LoadSpec) -> str:
+    if spec.schedule:
+        return f"open model, {spec.users} users, {len(spec.schedule)} phases over {spec.scheduled_s:g} s"
     bounds = []
     if spec.requests:
         bounds.append(f"{spec.requests} requests")

@@ -19,11 +19,12 @@ import psutil
 
 from taskbench.harness.brokers.redis import describe
 from taskbench.harness.faults.context import Broker, FaultContext
+from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.procgroup import Managed
 from taskbench.results import FaultRecord
 from taskbench.wait import WaitTimeoutError, wait_until
 
-__all__ = ["PROBE_S", "kill_and_restart", "pause_worker", "stall_broker", "stall_problem"]
+__all__ = ["PROBE_S", "kill_and_restart", "pause_worker", "stall_broker", "stall_problem", "workers_paused"]
 
 #: how long a probe PING waits for a stalled broker before it counts as "did not answer"
 PROBE_S = 0.3
@@ -89,6 +90,17 @@ def pause_worker(ctx: FaultContext) -> None:
     proc = ctx.procs.get(ctx.fault.target)
     with _group_stopped(proc.pid, ctx.record, proc.name):
         ctx.sleep_until((ctx.record.at or time.time()) + (ctx.fault.duration or 0.0))
+
+
+@contextlib.contextmanager
+def workers_paused(procs: ProcessSet, record: FaultRecord) -> Iterator[list[str]]:
+    """SIGSTOP every worker's process group (a ``pause-workers`` phase of ``--phases``: a deploy, a frozen
+    node), SIGCONT them all on exit; yields the workers' names (none: the backend has no worker)."""
+    workers = [p for p in procs.procs if p.name.startswith("worker") and p.alive()]
+    with contextlib.ExitStack() as stack:
+        for proc in workers:
+            stack.enter_context(_group_stopped(proc.pid, record, proc.name))
+        yield [p.name for p in workers]
 
 
 @contextlib.contextmanager
