@@ -125,3 +125,23 @@ def test_every_case_of_the_fault_matrix_is_judged_by_bounds_with_a_source() -> N
 def test_a_bound_without_a_source_is_refused() -> None:
     with pytest.raises(ValueError, match="source"):
         bounds.Bound(figure=bounds.LOST, text="something", source=" ")
+
+
+def test_a_figure_inside_its_bounds_is_shown_with_the_bound_in_the_reports() -> None:
+    import io
+
+    from rich.console import Console
+
+    from taskbench.report import html, scenario
+    from taskbench.results import QueueCase, Result, ScenarioInfo
+
+    line = "1 accepted task(s) lost: within the bound of celery on redis (at-least-once): up to 1: BRPOP [source: kombu]"
+    case = QueueCase(index=3, label="celery, kill-worker@2", backend="celery", status="ok",
+                     fault=FaultRecord(fault="kill-worker@2", injected=True, within_bounds=[line]),
+                     summary=Summary(accepted=1500, lost=1, fault="kill-worker@2"))
+    result = Result(kind="scenario", run_id="faults-x", created="2026-11-26T12:00:00+00:00", cases=[case],
+                    scenario=ScenarioInfo(name="faults", description="d", kind="queue", file="faults.toml"))
+    out = io.StringIO()
+    scenario.render(result, Console(file=out, width=300, force_terminal=False))
+    assert f"celery, kill-worker@2: {line}" in out.getvalue().replace("\n", " ")
+    assert "within the bound of celery on redis" in html.render(result)

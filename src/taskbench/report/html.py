@@ -217,6 +217,7 @@ def case_section(result: Result, case: CaseBase) -> str:
     if isinstance(case, QueueCase):
         if case.fault is not None:
             parts.append(f"<p>{esc(fault_line(case.fault))}</p>")
+            parts += [f"<p class=\"note\">{esc(line)}</p>" for line in case.fault.within_bounds]
         svgs += queue_plots(case)
         if case.soak is not None:
             parts.append("<ul class=\"soak\">" + "".join(f"<li>{esc(line)}</li>"

@@ -207,6 +207,9 @@ def notes(result: Result) -> list[str]:
                            + escape("; ".join(record.notes)) + "[/]")
         for failure in case.failures:
             out.append(f"[red]{who}: {escape(failure)}[/]")
+        fault = getattr(case, "fault", None)
+        for line in fault.within_bounds if fault is not None else []:  # a figure its promise allows
+            out.append(f"[dim]{who}: {escape(line)}[/]")
     if result.scenario is not None and result.scenario.kind != "celery" \
             and not any("bottleneck" in n for n in out):
         out.append("[dim]the load driver was not the bottleneck in any case (every driver process "

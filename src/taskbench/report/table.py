@@ -88,6 +88,8 @@ def render(result: Result, console: Console | None = None) -> None:
             console.print(f"{who}: {categories_line(case.audit)}")
         if case.fault is not None:
             console.print(f"{who}: {escape(fault_line(case.fault))}")
+            for line in case.fault.within_bounds:  # a figure its promise allows, with the bound
+                console.print(f"[dim]{who}: {escape(line)}[/]")
         if case.soak is not None:
             for line in summary_lines(case.soak):
                 console.print(f"{who}: {escape(line)}")
