@@ -10,6 +10,7 @@ single-driver case is (the drain, the ledger's read and audit, the row and statu
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,9 @@ from taskbench.settings import Settings
 
 Say = Callable[[str], None]
 
+#: after a drain that did not end, seconds for a task finishing then to be counted late, not lost (a run's)
+LATE_GRACE = 2.0
+
 
 @dataclass(frozen=True, kw_only=True)
 class Collect:
@@ -49,10 +53,14 @@ class Collect:
     logs: str | None = None
 
 
-def collect_case(client: Any, spec: Collect, *, say: Say, procs: Any = None) -> tuple[QueueCase, list[Segment]]:
+def collect_case(client: Any, spec: Collect, *, say: Say, procs: Any = None,
+                 stop_executors: Callable[[], list[str]] | None = None) -> tuple[QueueCase, list[Segment]]:
     """One queue case from the drivers' segments and the ledger; ``procs`` (the processes of ``run
     --nodes``: a ProcessSet, or a view of one with ``dead()`` and ``procs``) end the waits early when one
-    dies. The segments are returned for the result's record."""
+    dies. ``stop_executors``: after a drain that did not end, stop what runs the tasks before the audit (as
+    a run does), so that the audit reads a ledger no worker writes any more; a cluster's collector cannot
+    (the workers are a Deployment), and audits the ledger as it is then. The segments are returned for the
+    result's record."""
     settings = spec.settings
     backend = backends.info(settings.backend)
     procs = procs if procs is not None else ProcessSet({})
@@ -77,6 +85,9 @@ def collect_case(client: Any, spec: Collect, *, say: Say, procs: Any = None) -> 
                     accepted=load.accepted_ids, load_end=load_end, timeout=spec.drain_timeout, say=say,
                     stall=spec.drain_stall)
     failures = list(drained.failures)
+    if not drained.drained and stop_executors is not None:
+        time.sleep(LATE_GRACE)  # a straggler finishing now is counted late, not lost
+        stop_executors()
     rows, read_failures = read_ledger(client, ledger, say=say)
     failures += read_failures
     report = None if rows is None else audit(

@@ -23,7 +23,7 @@ from taskbench.harness.brokers import case_durability
 from taskbench.harness.brokers.redis import EmbeddedRedis
 from taskbench.harness.commands import own_task
 from taskbench.harness.commands.collect import Collect, collect_case, distributed_result
-from taskbench.harness.commands.phases import clean_up, stop_failures, warm_up
+from taskbench.harness.commands.phases import clean_up, stop_executors, stop_failures, warm_up
 from taskbench.harness.commands.runner import describe_load, stamp, write_result
 from taskbench.harness.config import RunConfig
 from taskbench.harness.faults.stalls import redis_client
@@ -167,7 +167,8 @@ class NodesRunner:
                                warm_accepted=warmed, logs=str(logs))
                 procs_but_drivers = _without_finished_drivers(stack)
                 case, segments = collect_case(client, spec, say=lambda t: self.say(f"[{name}] {t}"),
-                                              procs=procs_but_drivers)
+                                              procs=procs_but_drivers,
+                                              stop_executors=lambda: stop_executors(stack.procs, backend.has_worker))
                 stack.stop()
         finally:
             cleanup = clean_up(client, settings, backend, keep=cfg.keep, purge_on_broker=False, python=python,
