@@ -127,7 +127,7 @@ SCHEMA: Final[tuple[Param, ...]] = (
           help="closed/ramp: each user starts a request at most every PACE s", kinds=_QH),
     Param(name="requests", type=int, bounds=(1, 10_000_000), help="requests per case (request bound)", cli=True,
           kinds=_QH),
-    Param(name="duration", type=float, bounds=(0.1, 3600), help="seconds per case (time bound)", cli=True,
+    Param(name="duration", type=float, bounds=(0.1, 86_400), help="seconds per case (time bound)", cli=True,
           kinds=_QH),
     Param(name="timeout", type=float, default=30.0, bounds=(0.1, 600), help="per-request timeout, seconds",
           cli=True, kinds=_QH),
