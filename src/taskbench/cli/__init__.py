@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from taskbench.cli import compare, components, deploy, measure, report, run, scaleout, scenarios, soak, up
+from taskbench.cli import choose, compare, components, deploy, measure, report, run, scaleout, scenarios, soak, up
 
 
 class _App(typer.Typer):
@@ -40,6 +40,7 @@ app.command(hidden=True)(components.prepare)
 app.command(hidden=True)(components.purge)
 app.command(hidden=True)(components.dashboard)
 app.command()(up.up)
+app.command()(choose.choose)
 app.command()(measure.ceiling)
 app.command()(measure.drain)
 app.command()(measure.overhead)
