@@ -50,6 +50,8 @@ class Conn(asyncio.Protocol):
         self.task_id: str | None = None
         self.t_start = 0.0
         self.deadline = 0.0
+        #: the stage of a rate schedule the request in flight belongs to (its intended send's; -1: none)
+        self.stage = -1
         self.done: asyncio.Future[None] | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------

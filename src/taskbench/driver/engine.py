@@ -87,7 +87,7 @@ class Engine:
             self.res.first_send = perf_counter()
         return seq
 
-    def _send(self, conn: Conn, seq: int, t_start: float | None = None, prefix: str = "") -> None:
+    def _send(self, conn: Conn, seq: int, t_start: float | None = None, prefix: str = "", stage: int = -1) -> None:
         tid, data = self._request(seq, prefix)
         now = perf_counter()
         self.inflight += 1
@@ -95,6 +95,7 @@ class Engine:
         # else from now (closed model, or an open-model arrival sent a bit early).
         start = now if t_start is None or t_start > now else t_start
         conn.send(tid, data, start, now + self.timeout)
+        conn.stage = stage
 
     # -- accounting ------------------------------------------------------------
     def _row(self, now: float) -> list[int]:
@@ -107,14 +108,14 @@ class Engine:
             row[3] = self.active
         return row
 
-    def _stage(self, t_start: float) -> StageResult | None:
-        """The stage a request intended at ``t_start`` belongs to (None without a schedule)."""
+    def _stage(self, intended: float) -> int:
+        """The stage a request intended at ``intended`` belongs to (-1 without a schedule)."""
         if not self.stage_starts:
-            return None
-        return self.res.stages[max(0, bisect.bisect_right(self.stage_starts, t_start) - 1)]
+            return -1
+        return max(0, bisect.bisect_right(self.stage_starts, intended) - 1)
 
-    def _error(self, tid: str, kind: str, now: float, t_start: float | None = None) -> None:
-        stage = self._stage(now if t_start is None else t_start)
+    def _error(self, tid: str, kind: str, now: float, index: int = -1) -> None:
+        stage = self.res.stages[index] if index >= 0 else None
         if stage is not None:
             stage.errors += 1
         res = self.res
@@ -134,7 +135,7 @@ class Engine:
         self.hist.record(micros)
         res.completed += 1
         res.last_response = now
-        stage = self._stage(conn.t_start)
+        stage = self.res.stages[conn.stage] if conn.stage >= 0 else None
         if stage is not None:
             stage.completed += 1
             stage.latency.record(micros)
@@ -148,7 +149,7 @@ class Engine:
             row[1] += 1
         else:
             self._row(now)[0] += 1
-            self._error(tid, f"http_{status}", now, conn.t_start)
+            self._error(tid, f"http_{status}", now, conn.stage)
         if conn.close_after:
             conn.close()
         elif self.spec.model == "open":
@@ -164,7 +165,7 @@ class Engine:
         assert tid is not None
         conn.task_id = None
         self.inflight -= 1
-        self._error(tid, kind, perf_counter(), conn.t_start)
+        self._error(tid, kind, perf_counter(), conn.stage)
 
     def on_lost(self, conn: Conn) -> None:
         self.conns.discard(conn)
@@ -256,7 +257,7 @@ class Engine:
     def _free(self, conn: Conn) -> None:
         if self.backlog:
             seq, intended, prefix = self.backlog.popleft()
-            self._send(conn, seq, intended, prefix)
+            self._send(conn, seq, intended, prefix, self._stage(intended))
         else:
             self.idle.append(conn)
 
@@ -273,7 +274,7 @@ class Engine:
         if conn is None:
             if self.backlog:
                 seq, intended, prefix = self.backlog.popleft()
-                self._error(prefix + self.id_prefix + str(seq), "connect", perf_counter(), intended)
+                self._error(prefix + self.id_prefix + str(seq), "connect", perf_counter(), self._stage(intended))
             await asyncio.sleep(_RECONNECT_BACKOFF_S)
             self._ensure_conns()
             return
@@ -288,12 +289,12 @@ class Engine:
         late = now - intended > _LATE_S
         if late:
             self.res.late += 1
-        stage = self._stage(intended)
-        if stage is not None:
-            stage.intended += 1
-            stage.late += late
+        index = self._stage(intended)
+        if index >= 0:
+            self.res.stages[index].intended += 1
+            self.res.stages[index].late += late
         if self.idle:
-            self._send(self.idle.pop(), seq, intended, prefix)
+            self._send(self.idle.pop(), seq, intended, prefix, index)
         else:
             self.backlog.append((seq, intended, prefix))
             self._ensure_conns()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from taskbench.histogram import Histogram
 from taskbench.report import matrix, plots, soak
+from taskbench.report.load import phase_plot, phases_html, searches_html
 from taskbench.report.page import cell, document, esc, facts, figure, flatten, table
 from taskbench.report.scenario import RANKED_HEADER, columns, limits_summary, machine_line
 from taskbench.report.table import failed_types, fault_line
@@ -44,6 +45,7 @@ def render(result: Result) -> str:
     if len(grid.cells) > 1:  # a fault scenario: the grid first, the case rows after it
         parts += ["<h2>Fault matrix</h2>", f"<div class=\"scroll\">{matrix.html_table(grid)}</div>"]
     parts += ["<h2>Summary</h2>", summary_table(result)]
+    parts += [found for found in (phases_html(result), searches_html(result)) if found]
     parts += notes(result)
     parts.append(setup(result))
     if result.scenario is not None:
@@ -218,6 +220,7 @@ def case_section(result: Result, case: CaseBase) -> str:
         if case.fault is not None:
             parts.append(f"<p>{esc(fault_line(case.fault))}</p>")
             parts += [f"<p class=\"note\">{esc(line)}</p>" for line in case.fault.within_bounds]
+        svgs += phase_plot(case)  # --phases: the timeline with the phases as bands
         svgs += queue_plots(case)
         if case.soak is not None:
             parts.append("<ul class=\"soak\">" + "".join(f"<li>{esc(line)}</li>"

@@ -59,6 +59,17 @@ class Mark:
 
 
 @dataclass
+class Band:
+    """A stretch of a timeline (a phase of ``--phases``), shaded, its label upright at its left edge."""
+
+    start: float
+    end: float
+    label: str
+    color: str = "#1f77b4"
+    hatch: str | None = None
+
+
+@dataclass
 class Bar:
     label: str
     value: float | None
@@ -113,10 +124,15 @@ def _figure(height: float = HEIGHT) -> Figure:
 
 
 def timeline(title: str, lines: list[Line], ylabel: str, *, marks: Sequence[Mark] = (),
-             right: list[Line] | None = None, right_label: str = "") -> str:
-    """Values per second over the run; ``marks`` are vertical lines (a fault and its recovery)."""
+             right: list[Line] | None = None, right_label: str = "", bands: Sequence[Band] = ()) -> str:
+    """Values per second over the run; ``marks`` are vertical lines (a fault and its recovery), ``bands``
+    shaded stretches (the phases of a load), each labelled at its left edge."""
     fig = _figure()
     ax = fig.add_subplot()
+    for band in bands:
+        ax.axvspan(band.start, band.end, color=band.color, alpha=0.15, hatch=band.hatch, linewidth=0)
+        ax.annotate(band.label, (band.start, 0.98), xycoords=("data", "axes fraction"), xytext=(2, 0),
+                    textcoords="offset points", ha="left", va="top", rotation=90, fontsize=7, color=band.color)
     for i, line in enumerate(lines):
         ax.plot(line.x, line.y, line.style, label=line.label, color=line.color or COLORS[i % len(COLORS)],
                 linewidth=1.5, drawstyle="steps-post" if len(line.x) > 1 else "default", marker="." if

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from taskbench.report.fit import print_table
+from taskbench.report.load import render_terminal as render_load
 from taskbench.report.soak import summary_lines
 from taskbench.results import AuditResult, FaultRecord, QueueCase, Result
 
@@ -29,6 +30,10 @@ def render(result: Result, console: Console | None = None) -> None:
         b for b in (f"{load['requests']} requests" if load.get("requests") else "",
                     f"{load['duration']:g} s" if load.get("duration") else "") if b
     )
+    if load.get("schedule"):  # --phases
+        bound = f"{len(load['schedule'])} phases over {sum(s['duration'] for s in load['schedule']):g} s"
+    if cfg.get("rate_search"):  # --find-max-rate: the row is the step at the rate found
+        bound = "the search for the highest sustainable rate (the row: its step at the rate found)"
     title = (f"taskbench {result.run_id}: {cfg.get('workload')}, {load.get('model')} load, "
              f"{load.get('users')} users, {bound}")
     table = Table(title=escape(title), title_justify="left")  # every string of a result file is text, not markup
@@ -99,6 +104,7 @@ def render(result: Result, console: Console | None = None) -> None:
             reason = (case.load.saturation_reason if case.load else None) or "driver CPU ≥ 90 %"
             console.print(f"[yellow]{who}: the load driver saturated ({escape(reason)}); "
                           "its RPS is a lower bound of the server's[/]")
+    render_load(result, console)  # --phases: a row per phase; --find-max-rate: the rate and the steps
 
 
 def own_task_cells(case: QueueCase) -> list[str]:

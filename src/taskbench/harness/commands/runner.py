@@ -313,7 +313,7 @@ class Runner:
                 # the fault is armed through the load and the drain: one due after a short load's end
                 # hits the backlog being worked off (its record says so)
                 with injector.armed(load_start) if injector else contextlib.nullcontext():
-                    with progress.phase(f"[{name}] load", total=cfg.load.requests,
+                    with progress.phase(f"[{name}] load", total=None if cfg.rate_search else cfg.load.requests,
                                         duration=cfg.load.duration or cfg.load.scheduled_s or None,
                                         executed=lambda: executed() - warm_accepted), \
                             stack.measure(), pinned(cfg.placement.driver), \
