@@ -26,7 +26,7 @@ def test_soak_alone_takes_its_default(argv: list[str], expected: list[str]) -> N
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    ([], "--soak needs --rate"),
+    (["--find-max-rate"], "--soak, --phases and --find-max-rate each decide the load"),
     (["--rate", "5", "--requests", "100"], "leave out --requests and --duration"),
     (["--rate", "5", "--model", "ramp"], "leave out --model ramp"),
     (["--rate", "5", "--soak-fraction", "2"], "--soak-fraction must be in (0, 1]"),

@@ -11,7 +11,7 @@ import typer
 from taskbench import params
 from taskbench.cli import load_options
 from taskbench.cli import soak as soak_options
-from taskbench.cli._common import backend_names, execute, fail, show_progress
+from taskbench.cli._common import INTERRUPTED, backend_names, execute, fail, interrupt_on_signals, show_progress
 from taskbench.cli.report import publish
 
 if TYPE_CHECKING:
@@ -187,6 +187,19 @@ def run(
         )
     except ValueError as exc:
         fail(str(exc))
+    if soak_spec is not None and (config.phases or config.rate_search):
+        fail("--soak, --phases and --find-max-rate each decide the load: give one of them")
+    if soak_spec is not None and soak_spec.rate_source == soak_options.SEARCHED:
+        from taskbench.harness import HarnessError
+
+        show_progress(console)
+        interrupt_on_signals()
+        try:
+            config = soak_options.at_sustainable_rate(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
+        except (ValueError, HarnessError) as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            fail(INTERRUPTED, code=130)
 
     if nodes is not None:  # the pods of a cluster run, as processes in network namespaces
         from taskbench.cli.scaleout import run_nodes

@@ -3,19 +3,24 @@ drift (:mod:`taskbench.harness.soak`); its options and the bare ``--soak``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 if TYPE_CHECKING:
+    from taskbench.harness.config import RunConfig
     from taskbench.harness.soak.spec import SoakSpec
 
 #: options that may be given without their value, and the value they then take
 OPTIONAL_VALUES = {"--soak": "30m"}
+#: a soak's rate source until the search has found its rate
+SEARCHED = "the search"
 
 Soak = Annotated[str | None, typer.Option(
-    help="a soak: one steady open load for DURATION (30m, 90s, 2h; `--soak` alone: 30m) at --rate, sampling "
+    help="a soak: one steady open load for DURATION (30m, 90s, 2h; `--soak` alone: 30m) at --rate (without it: "
+         "--soak-fraction of the lowest sustainable rate, searched first), sampling "
          "the task processes' memory and CPU, the broker, the backlog and the end-to-end latency, each with "
          "its growth per hour; a drift beyond its bound fails the case (README: Soak runs)")]
 SoakFraction = Annotated[float, typer.Option(
@@ -53,8 +58,27 @@ def soak_load(soak: str | None, load: dict[str, Any], *, fraction: float, memory
         raise ValueError("--soak sets the load's length: leave out --requests and --duration")
     if load.get("model") not in (None, "closed", "open"):
         raise ValueError("--soak runs the open model at --rate: leave out --model ramp")
-    if load.get("rate") is None:
-        raise ValueError("--soak needs --rate (the requests per second it holds)")
-    spec = SoakSpec(duration_s=duration, fraction=fraction, rate_source="--rate", memory_mb_per_h=memory_bound,
-                    latency_share_per_h=latency_bound)
-    return {**load, "model": "open", "duration": duration}, spec
+    searched = load.get("rate") is None  # the rate comes from the search (at_sustainable_rate): 1/s meanwhile
+    spec = SoakSpec(duration_s=duration, fraction=fraction, rate_source=SEARCHED if searched else "--rate",
+                    memory_mb_per_h=memory_bound, latency_share_per_h=latency_bound)
+    return {**load, "model": "open", "duration": duration, "rate": 1.0 if searched else load["rate"]}, spec
+
+
+def at_sustainable_rate(config: RunConfig, say: Callable[[str], None]) -> RunConfig:
+    """A soak without ``--rate``: the search for each backend's highest sustainable rate first
+    (:func:`taskbench.harness.commands.rate_search.find_max_rate`, its default objective), then one load for
+    every backend at ``--soak-fraction`` of the lowest rate found. A ValueError when a backend has none."""
+    from taskbench.harness.commands.rate_search import find_max_rate
+
+    assert config.soak is not None
+    found = find_max_rate(replace(config, soak=None), say=say)
+    rates = {name: found[name].rate for name in config.backends if name in found and found[name].rate}
+    missing = [name for name in config.backends if name not in rates]
+    if missing:
+        raise ValueError(f"no sustainable rate found for {', '.join(missing)} (see the search's result): give --rate")
+    lowest = min(rates, key=lambda name: rates[name] or 0.0)
+    rate = config.soak.fraction * (rates[lowest] or 0.0)
+    listed = ", ".join(f"{name} {value:.3g}/s" for name, value in rates.items())
+    source = f"{config.soak.fraction:g} x the lowest sustainable rate ({listed})"
+    say(f"soak at {rate:.3g}/s: {source}")
+    return replace(config, load=replace(config.load, rate=rate), soak=replace(config.soak, rate_source=source))

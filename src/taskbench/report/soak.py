@@ -56,7 +56,8 @@ def _fit_line(record: SoakRecord, name: str, color: str) -> plots.Line | None:
     if found is None:
         return None
     middle = (found.from_s + found.to_s) / 2
-    xs = [found.from_s, found.to_s]
+    # many points: the timeline draws steps, and a line of 60 steps reads as the slope it is
+    xs = [found.from_s + (found.to_s - found.from_s) * i / 60 for i in range(61)]
     ys = [found.level + found.slope_per_h * (x - middle) / 3600 for x in xs]
     return plots.Line(f"fit {_num(found.slope_per_h)} {found.unit}/h", xs, ys, style="--", color=color)
 
