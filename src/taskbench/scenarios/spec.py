@@ -36,6 +36,11 @@ A scenario file::
     match = { backend = "arq", limits = "small" }
     rps = 227
 
+    [[phases]]                # queue: every case's load as phases (README: Load phases), in order
+    kind = "steady"           # warmup | steady | burst | pause-workers | stall-broker | recovery
+    duration = 30             # seconds, or "30s", "2m"
+    rate = 1000               # requests per second, or "x1.5" (a multiple of the steady rate)
+
     [profile.article]         # `run --profile article`: these values override every case
     requests = 50000
     duration = 900.0
@@ -57,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from taskbench import params as schema
+from taskbench.harness.load import phases as load_phases
 from taskbench.harness.processes.cgroups import Limit
 
 KINDS = schema.KINDS
@@ -72,7 +78,8 @@ PARAMETERS: dict[str, dict[str, schema.Param]] = {kind: schema.for_kind(kind) fo
 # the keys that say how a case is loaded, not what it is: left out of the labels made of varying keys
 _LOAD_KEYS = frozenset(p.name for p in schema.SCHEMA if p.kinds == ("queue", "http") and p.name != "limits") \
     | {"drain_timeout", "drain_stall", "label", "repeat"}
-TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits", "profile"}
+TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits", "profile",
+            "phases"}
 
 
 #: a scenario's name becomes a folder under --output and the start of every run id of its cases
@@ -106,6 +113,8 @@ class Case:
         return ", ".join(parts) or f"case {self.index}"
 
     varying: tuple[str, ...] = ()
+    #: the scenario's ``[[phases]]``: the case's load as phases of the open model (none: its own load)
+    phases: tuple[load_phases.Phase, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,6 +218,7 @@ class _Builder:
         if kind not in KINDS:
             raise self.fail(f"unknown kind {kind!r}; known: {', '.join(KINDS)}", "", "kind")
         limit_sets = self._limits(kind)
+        phases = self._phases(kind)
         defaults = self._table("defaults")
         blocks = self._matrices()
         extra = data.get("case", [])
@@ -253,13 +263,13 @@ class _Builder:
             self._check_row(kind, row, nth, limit_sets)
         cases = []
         for index, params in enumerate(raw):
-            self._required(kind, params)
+            self._required(kind, params, phased=bool(phases))
             if "{" in str(params.get("label", "")):
                 params["label"] = self._label(params, defaults)
             limits = limit_sets.get(params["limits"], {}) if params.get("limits") else {}
             match = next((r for r in rows if all(params.get(k) == v for k, v in r["match"].items())), None)
             figures = {k: v for k, v in match.items() if k != "match"} if match else None
-            cases.append(Case(index, params, limits, figures, varying))
+            cases.append(Case(index, params, limits, figures, varying, phases))
         # the longest run id of a case: <name>-<stamp>-<pid>-<case>[-<backend>]
         suffix = max(len(f"-{c.index}" + (f"-{c.params['backend']}" if kind == "queue" else "")) for c in cases)
         longest = RUN_ID_MAX - RUN_ID_STAMP - suffix
@@ -270,6 +280,20 @@ class _Builder:
         return Scenario(name=data["name"], description=data["description"], kind=kind, path=self.path,
                         seed=str(seed) if seed is not None else None, article=article, cases=cases,
                         limit_sets=limit_sets, varying=varying, profiles=tuple(profiles), profile=self.profile)
+
+    def _phases(self, kind: str) -> tuple[load_phases.Phase, ...]:
+        """``[[phases]]``: every queue case's load, checked entry by entry (a mistake names its line)."""
+        entries = self.data.get("phases")
+        if entries is None:
+            return ()
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise self.fail("'phases' must be an array of tables ([[phases]] with kind, duration, rate)", "", "phases")
+        if kind != "queue":
+            raise self.fail(f"phases are a queue scenario's load, not a {kind} one's", "phases")
+        try:
+            return load_phases.from_table(entries)
+        except load_phases.PhaseError as exc:
+            raise self.fail(f"phase {exc.index + 1}: {exc}", "phases", exc.key, exc.index) from None
 
     def _profiles(self, kind: str, limit_sets: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """``[profile.NAME]`` tables: parameters that override every case when the profile is chosen,
@@ -407,11 +431,16 @@ class _Builder:
             if not (isinstance(value, want) or (want is float and isinstance(value, int))) or isinstance(value, bool):
                 raise self.fail(f"{key} must be {want.__name__}, got {value!r}", "article.rows", key, nth)
 
-    def _required(self, kind: str, params: dict[str, Any]) -> None:
+    def _required(self, kind: str, params: dict[str, Any], *, phased: bool = False) -> None:
         need = {"queue": ("backend", "workload"), "http": ("endpoint",), "celery": ("pool", "test")}[kind]
         for key in need:
             if key not in params:
                 raise self.fail(f"a case has no {key!r}: give it in [defaults], [matrix] or [[case]]")
+        if phased:
+            for key in ("requests", "duration", "rate"):
+                if key in params:
+                    raise self.fail(f"the [[phases]] set every case's rate and length: leave out {key!r}")
+            return
         if kind in ("queue", "http") and "requests" not in params and "duration" not in params:
             raise self.fail("a case has neither 'requests' nor 'duration': every load must be bounded")
         if params.get("model") == "open" and "rate" not in params:

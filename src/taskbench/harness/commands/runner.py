@@ -345,7 +345,9 @@ class Runner:
                             if not promised and injector is not None:
                                 stall = redelivery_bound(cfg.redelivery_wait(name))
                             drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
-                                            accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
+                                            accepted=load.accepted_ids, load_end=load_end,
+                                            timeout=drain_timeout(cfg, len(load.accepted_ids),
+                                                                  executed() - warm_accepted, load_end - load_start),
                                             say=say, revive=supervisor, stall=stall)
                             case.revived = revived_in_load + drained.revived
                 if injector is not None:
@@ -533,6 +535,16 @@ def _started(*hooks: Injector | Disruptions | None) -> Callable[[], None] | None
             hook.started()
 
     return started
+
+
+def drain_timeout(cfg: RunConfig, accepted: int, executed: int, seconds: float) -> float:
+    """``--drain-timeout``, or for phases (whose backlog is a figure, not a failure) long enough for the backlog
+    left at the load's end at the pace the workers kept during it: 1.5 times that, plus 30 s, within an hour.
+    A stalled drain still ends after ``--drain-stall`` without an execution."""
+    if not cfg.phases or executed <= 0 or seconds <= 0:
+        return cfg.drain_timeout
+    pace = executed / seconds
+    return min(3600.0, max(cfg.drain_timeout, 1.5 * max(0, accepted - executed) / pace + 30))
 
 
 def describe_load(spec: LoadSpec) -> str:
