@@ -19,8 +19,9 @@ BAND_COLORS = {"warmup": "#7f7f7f", "steady": "#1f77b4", "burst": "#ff7f0e", "pa
                "stall-broker": "#9467bd", "recovery": "#2ca02c"}
 #: (header, format) of a phase's row, after the backend and the phase
 PHASE_COLUMNS = [("offered\nreq/s", "{:.0f}"), ("achieved\nreq/s", "{:.0f}"), ("executed\n/s", "{:.0f}"),
-                 ("backlog\nat end", "{}"), ("e2e p50\nms", "{:.0f}"), ("e2e p95\nms", "{:.0f}"),
-                 ("e2e p99\nms", "{:.0f}"), ("errors", "{}"), ("back to the\nearlier backlog", "{}")]
+                 ("backlog\nat end", "{}"), ("backlog\ngrowth /s", "{:+.1f}"), ("e2e p50\nms", "{:.0f}"),
+                 ("e2e p95\nms", "{:.0f}"), ("e2e p99\nms", "{:.0f}"), ("errors", "{}"),
+                 ("back to the\nearlier backlog", "{}")]
 
 
 def phase_cells(phase: PhaseRecord) -> list[float | int | str | None]:
@@ -31,7 +32,7 @@ def phase_cells(phase: PhaseRecord) -> list[float | int | str | None]:
                     else "not in the phase") + (f" (≤ {phase.reference_backlog})"
                                                 if phase.reference_backlog is not None else "")
     e2e = phase.e2e_ms
-    return [phase.offered_rps, phase.achieved_rps, phase.executed_per_s, phase.backlog_end,
+    return [phase.offered_rps, phase.achieved_rps, phase.executed_per_s, phase.backlog_end, phase.backlog_slope,
             e2e.p50 if e2e.count else None, e2e.p95 if e2e.count else None, e2e.p99 if e2e.count else None,
             phase.errors, recovery]
 

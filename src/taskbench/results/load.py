@@ -24,6 +24,8 @@ class PhaseRecord(Figures):
     counts the executions that finished inside it (any task's), ``e2e_ms`` the tasks enqueued inside it.
     """
 
+    signed = frozenset({"backlog_slope"})
+
     kind: str
     start_s: float
     duration_s: float
@@ -36,6 +38,8 @@ class PhaseRecord(Figures):
     achieved_rps: float = 0.0
     executed_per_s: float = 0.0
     backlog_end: int = 0
+    #: the backlog's least-squares slope over the phase's seconds (tasks per second; > 0: it grew)
+    backlog_slope: float = 0.0
     errors: int = 0
     e2e_ms: Percentiles = Percentiles()
     request_ms: Percentiles = Percentiles()

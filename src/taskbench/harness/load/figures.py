@@ -3,7 +3,8 @@
 - offered: the phase's rate; achieved: its requests answered 2xx per second of the phase (a request
   belongs to the phase of its intended send); errors: its requests without a 2xx;
 - executions/s: tasks (any phase's) that finished inside the phase, per second;
-- backlog at its end: accepted minus executed, at the end of its last second (:mod:`.backlog`);
+- backlog at its end: accepted minus executed, at the end of its last second (:mod:`.backlog`); its
+  growth: the least-squares slope of the backlog over the phase's seconds (tasks per second);
 - e2e p50/p95/p99: the tasks enqueued inside it, enqueue to finish;
 - recovery: the first second, from the recovery phase's start, at which the backlog is back to its level
   before the disruption: the highest backlog of the last :data:`REFERENCE_S` seconds of the steady (or
@@ -52,6 +53,7 @@ def records(phases: Sequence[Phase], load: Load, times: Mapping[str, tuple[float
             multiple=phase.multiple, measured=phase.measured, intended=stage.intended if stage else 0,
             achieved_rps=(stage.ok if stage else 0) / phase.duration, executed_per_s=done / phase.duration,
             backlog_end=backlog.at(points, end), errors=stage.errors if stage else 0,
+            backlog_slope=backlog.slope([(p.t + 1, p.backlog) for p in points if start < p.t + 1 <= end])[0],
             e2e_ms=backlog.percentiles(e2e), request_ms=stage.latency_ms if stage else Percentiles())
         found = disruptions[i] if i < len(disruptions) else None
         if found is not None:
