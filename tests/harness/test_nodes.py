@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import Result
 
-from taskbench.harness.nodes.netns import Network, unavailable
+from taskbench.harness.nodes.netns import Network, remove_stale, unavailable
 from taskbench.results import QueueCase, load
 from tests.conftest import missing
 from tests.helpers import assert_one_line_error, harness_cli
@@ -50,6 +53,32 @@ def test_a_network_is_removed_also_when_its_block_fails() -> None:
     assert sleeper.wait(timeout=30) != 0  # killed, not left behind
     assert net.leftovers() == []
     assert f"tb{net.tag}" not in _namespaces()
+
+
+@pytest.mark.usefixtures("netns")
+def test_the_network_of_a_killed_harness_is_removed_by_the_next() -> None:
+    script = ("import time\nfrom taskbench.harness.nodes.netns import Network\n"
+              "with Network(['x'], say=lambda _: None) as net:\n    print(net.tag, flush=True)\n    time.sleep(600)\n")
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        assert owner.stdout is not None
+        tag = owner.stdout.readline().strip()
+        assert tag and f"tb{tag}-x" in _namespaces()
+        os.kill(owner.pid, signal.SIGKILL)  # no teardown runs
+        owner.wait(timeout=30)
+        assert f"tb{tag}-x" in _namespaces()
+        assert tag in remove_stale(say=lambda _: None)
+        assert f"tb{tag}" not in _namespaces()
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+        assert f"tb{tag}" not in links
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait(timeout=30)
+        if owner.stdout is not None:
+            owner.stdout.close()
+        remove_stale(say=lambda _: None)
 
 
 @pytest.mark.usefixtures("netns")

@@ -8,21 +8,23 @@ every node too.
 
 Everything is named ``tb<tag>...`` with a tag of this run, and :class:`Network` removes what it created
 (the processes still inside a namespace, by pid; the veth pairs, the namespaces, the bridge) when its block
-ends, also on an error or Ctrl-C. Needs root (``CAP_NET_ADMIN``) and ``ip`` from iproute2; ``delay_ms``
-needs the kernel's ``sch_netem`` (``tc qdisc ... netem``).
+ends, also on an error or Ctrl-C; a network whose harness died without removing it (SIGKILL) is removed
+by the next one (:func:`remove_stale`, by the owner each network records). Needs root (``CAP_NET_ADMIN``)
+and ``ip`` from iproute2; ``delay_ms`` needs the kernel's ``sch_netem`` (``tc qdisc ... netem``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import secrets
 import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 
 from taskbench.harness import HarnessError
@@ -104,6 +106,10 @@ class Network:
         self.remove()
 
     def _create(self) -> None:
+        remove_stale(self.say)
+        owners = _owners()
+        owners.mkdir(parents=True, exist_ok=True)
+        (owners / self.tag).write_text(f"{os.getpid()} {_start_time(os.getpid())}")
         net = _free_subnet()
         self.gateway = f"{net}1"
         _ip("link", "add", self.bridge, "type", "bridge")
@@ -156,6 +162,7 @@ class Network:
         if self._made_bridge:
             _ip("link", "del", self.bridge, check=False)
             self._made_bridge = False
+        (_owners() / self.tag).unlink(missing_ok=True)
 
     def leftovers(self) -> list[str]:
         """Namespaces and links of this run's tag still present (none once :meth:`remove` ran)."""
@@ -163,6 +170,52 @@ class Network:
         return sorted({word.split("@")[0].rstrip(":") for word in names.split() if word.startswith(f"tb{self.tag}")})
 
 
-def address_of(url_host: str) -> str:
-    """A node's address as a URL's host (IPv4 here; brackets for IPv6)."""
-    return f"[{url_host}]" if ipaddress.ip_address(url_host).version == 6 else url_host
+def _owners() -> Path:
+    """Where each live network records its owner: ``<tag>`` holding the owner's pid and start time."""
+    return Path(tempfile.gettempdir()) / f"taskbench-{os.getuid()}" / "netns"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _tagged(tag: str) -> tuple[list[str], list[str]]:
+    """The namespaces and the host-side links (veth ends, the bridge) named for ``tag``."""
+    spaces = [line.split()[0] for line in _ip("netns", "list", check=False).stdout.splitlines()
+              if line.startswith(f"tb{tag}-")]
+    links = [line.split(":")[1].strip().split("@")[0] for line in _ip("-o", "link", "show", check=False).stdout
+             .splitlines() if line.count(":") >= 2 and line.split(":")[1].strip().startswith(f"tb{tag}")]
+    return spaces, links
+
+
+def _remove_tagged(tag: str, say: Say) -> None:
+    spaces, links = _tagged(tag)
+    for space in spaces:
+        for pid in _ip("netns", "pids", space, check=False).stdout.split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+                say(f"killed pid {pid} left in {space}")
+    for link in sorted(links, key=lambda name: name.endswith("br")):  # the veth ends, then the bridge
+        _ip("link", "del", link, check=False)
+    for space in spaces:
+        _ip("netns", "del", space, check=False)
+
+
+def remove_stale(say: Say = print) -> list[str]:
+    """Remove the networks of runs that died without removing theirs (a SIGKILLed harness): each network
+    records its owner (pid and start time) while it lives; an owner gone, its namespaces, links and any
+    process left inside are removed. The tags removed."""
+    removed = []
+    folder = _owners()
+    for record in sorted(folder.glob("*")) if folder.is_dir() else []:
+        pid, _, started = record.read_text().partition(" ")
+        if pid.isdigit() and _start_time(int(pid)) == started.strip():
+            continue  # its owner still runs
+        say(f"removing the network namespaces of a dead run (tag {record.name})")
+        _remove_tagged(record.name, say)
+        record.unlink(missing_ok=True)
+        removed.append(record.name)
+    return removed
