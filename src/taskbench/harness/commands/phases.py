@@ -191,6 +191,29 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
 
 #: a broadcast backend's drain ends once no execution came for this long
 SETTLE_QUIET = 3.0
+#: the driver's failures whose request may still have been enqueued: it stopped waiting, the API went on
+UNKNOWN_OUTCOMES = frozenset({"timeout", "reset", "protocol"})
+
+
+def quiet(client: Any, ledger: Ledger, *, say: Say, failed: dict[str, str], quiet: float = SETTLE_QUIET,
+          timeout: float = 60.0) -> None:
+    """After a drain, when requests ended without an answer the driver waited for (a timeout, a reset):
+    wait until executions stop coming for ``quiet`` s (within ``timeout``), so the audit and the metrics
+    read a ledger that no longer moves. Their tasks may still run (the API got them; an overloaded one
+    answers late): the audit counts them unexpected, not a ledger changing between two reads."""
+    unknown = sum(1 for kind in failed.values() if kind in UNKNOWN_OUTCOMES)
+    if not unknown:
+        return
+    patient = Patient(server_of(client), say, purpose="the count of executions")
+    last, since, deadline = -1, time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        total = patient.call(lambda: ledger.executions_total(client), None)
+        if total is not None and total != last:
+            last, since = total, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.5)
+    say(f"executions were still coming {timeout:g} s after the drain ({unknown} requests without an answer)")
 
 
 def settle(procs: ProcessSet, client: Any, ledger: Ledger, *, accepted: list[str], load_end: float,

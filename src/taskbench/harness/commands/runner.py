@@ -34,6 +34,7 @@ from taskbench.harness.commands.phases import (
     prepare,
     queue_status,
     queue_summary,
+    quiet,
     read_ledger,
     settle,
     stop_executors,
@@ -350,6 +351,8 @@ class Runner:
                                                                   executed() - warm_accepted, load_end - load_start),
                                             say=say, revive=supervisor, stall=stall)
                             case.revived = revived_in_load + drained.revived
+                            if drained.drained:  # requests the driver gave up on may still be running
+                                quiet(client, ledger, say=say, failed=load.failed_ids)
                 if injector is not None:
                     case.fault = injector.record
                     if injector.record.error:
