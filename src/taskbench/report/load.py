@@ -137,7 +137,9 @@ def phase_plot(case: QueueCase) -> list[str]:
     """Accepted and executed tasks per second and the backlog, the phases drawn as bands."""
     if not case.backlog or not case.phases:
         return []
-    points = case.backlog
+    # the phases and a little after: a long drain would squeeze them (the next plot shows all of it)
+    end = max(p.start_s + p.duration_s for p in case.phases)
+    points = [p for p in case.backlog if p.t < end + max(10.0, end / 5)] or case.backlog
     xs = [p.t for p in points] + [points[-1].t + 1]
     lines = [plots.Line("accepted tasks/s", xs, [p.accepted for p in points] + [points[-1].accepted], style="--"),
              plots.Line("executed tasks/s", xs, [p.executed for p in points] + [points[-1].executed])]
@@ -149,4 +151,5 @@ def phase_plot(case: QueueCase) -> list[str]:
              for p in case.phases]
     svg = plots.timeline("Phases: tasks per second and the backlog", lines, "per second", right=backlog,
                          right_label="backlog", bands=bands)
-    return [figure(svg, "seconds since the load's first request; after the last phase, the drain")]
+    return [figure(svg, "seconds since the load's first request, up to a little after the last phase (the next "
+                        "plot shows the whole drain)")]
