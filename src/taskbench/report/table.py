@@ -34,7 +34,8 @@ def render(result: Result, console: Console | None = None) -> None:
         bound = f"{len(load['schedule'])} phases over {sum(s['duration'] for s in load['schedule']):g} s"
     if cfg.get("rate_search"):  # --find-max-rate: the row is the step at the rate found
         bound = "the search for the highest sustainable rate (the row: its step at the rate found)"
-    title = (f"taskbench {result.run_id}: {cfg.get('workload')}, {load.get('model')} load, "
+    model = "open" if cfg.get("rate_search") else load.get("model")  # the search's steps are open loads
+    title = (f"taskbench {result.run_id}: {cfg.get('workload')}, {model} load, "
              f"{load.get('users')} users, {bound}")
     table = Table(title=escape(title), title_justify="left")  # every string of a result file is text, not markup
     columns = [
