@@ -125,6 +125,8 @@ def run(
     from rich.console import Console
     from rich.markup import escape
 
+    if soak is not None and (target is not None or scenario is not None):
+        fail("--soak applies to the backends' own stacks: leave out --target and --scenario")
     if target is not None:
         from taskbench.cli.target import run_target
 
