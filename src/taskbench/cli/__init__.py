@@ -13,7 +13,20 @@ from typing import Any
 
 import typer
 
-from taskbench.cli import choose, compare, components, deploy, measure, report, run, scaleout, scenarios, soak, up
+from taskbench.cli import (
+    choose,
+    compare,
+    components,
+    deploy,
+    measure,
+    parity,
+    report,
+    run,
+    scaleout,
+    scenarios,
+    soak,
+    up,
+)
 
 
 class _App(typer.Typer):
@@ -44,6 +57,7 @@ app.command()(choose.choose)
 app.command()(measure.ceiling)
 app.command()(measure.drain)
 app.command()(measure.overhead)
+app.command()(parity.parity)
 app.command("drain-case", hidden=True)(components.drain_case)
 app.command()(report.report)
 app.command()(compare.compare)

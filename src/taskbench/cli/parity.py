@@ -1,0 +1,85 @@
+"""``taskbench parity``: each library's own published no-op drain benchmark beside ``taskbench drain``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from taskbench.cli._common import INTERRUPTED, fail, interrupt_on_signals, os_error, show_progress, writable_folder
+
+
+def parity(
+    sources: Annotated[str, typer.Option(
+        help="published benchmarks, comma-separated: streaq, saq, python_queue_benchmark, or all")] = "all",
+    libraries: Annotated[str, typer.Option(
+        help="only these libraries of them, comma-separated (arq, saq, streaq, taskiq, rq, huey, celery, "
+             "dramatiq), or all")] = "all",
+    rounds: Annotated[int, typer.Option(
+        min=1, max=20, help="interleaved rounds (script, drain off, drain on; then backwards); medians")] = 3,
+    tasks: Annotated[int | None, typer.Option(
+        min=10, max=1_000_000, help="tasks per run instead of each benchmark's published count")] = None,
+    ledger: Annotated[str, typer.Option(help="the drain's ledger: off | on | both")] = "both",
+    timeout: Annotated[float, typer.Option(min=10, max=3600, help="seconds a script's drain may take")] = 600.0,
+    pin: Annotated[str, typer.Option(
+        help="core placement: auto (the worker or script alone on one core, Redis on the others), off, or "
+             "roles as for `run` (workers, redis, driver)")] = "auto",
+    format: Annotated[str, typer.Option("--format", help="markdown | json")] = "markdown",
+    source_file: Annotated[Path | None, typer.Option(
+        "--from", help="render this parity.json again instead of running")] = None,
+    output: Annotated[Path, typer.Option(help="folder for logs and parity.json")] = Path("results"),
+) -> None:
+    """Each library's own published no-op drain benchmark (streaq's and SAQ's benchmarks/,
+    steventen/python_queue_benchmark), rewritten as a script of the same shape and run here, beside
+    `taskbench drain --workload noop` with the same task count and concurrency, ledger off and on:
+    both on one private Redis, interleaved; medians with ranges and the rankings side by side."""
+    import json
+    import sys
+
+    from rich.console import Console
+    from rich.markup import escape
+
+    from taskbench.published.shapes import SOURCES, source
+    from taskbench.report.parity import markdown
+
+    if format not in ("markdown", "json"):
+        fail(f"--format must be markdown or json, not {format!r}")
+    modes = {"off": (False,), "on": (True,), "both": (False, True)}.get(ledger)
+    if modes is None:
+        fail(f"--ledger must be off, on or both, not {ledger!r}")
+    if source_file is not None:
+        try:
+            result = json.loads(source_file.read_text())
+            text = markdown(result)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            fail(f"{source_file}: not a parity.json ({exc})")
+        sys.stdout.write((json.dumps(result, indent=1) if format == "json" else text) + "\n")
+        return
+    try:
+        chosen = list(SOURCES) if sources == "all" else [source(n.strip()) for n in sources.split(",") if n.strip()]
+    except ValueError as exc:
+        fail(str(exc))
+    known = {shape.library for s in chosen for shape in s.shapes}
+    wanted = None if libraries == "all" else [n.strip() for n in libraries.split(",") if n.strip()]
+    unknown = sorted(set(wanted or ()) - known)
+    if unknown:
+        fail(f"--libraries: {', '.join(unknown)} in none of the sources chosen; they have {', '.join(sorted(known))}")
+    from taskbench.harness import HarnessError
+    from taskbench.harness.commands.parity import run_parity
+
+    console = Console(stderr=True)
+    show_progress(console)
+    writable_folder(output)
+    interrupt_on_signals()
+    try:
+        result = run_parity(chosen, rounds=rounds, output=output, libraries=wanted, tasks=tasks, ledger=modes,
+                            timeout=timeout, pin=pin, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+    except (ValueError, HarnessError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(os_error(exc))
+    except KeyboardInterrupt:
+        fail(INTERRUPTED, code=130)
+    sys.stdout.write((json.dumps(result, indent=1) if format == "json" else markdown(result)) + "\n")
+    console.print(f"[dim]parity.json and the logs: {escape(result['folder'])}[/]")

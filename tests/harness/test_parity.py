@@ -1,0 +1,76 @@
+"""``taskbench parity``: the libraries' own published benchmark shapes beside ``taskbench drain``.
+
+The parity is kept by order, never by speed: two libraries that a library's own script puts apart
+(their runs' ranges do not overlap) must not be put the other way round, apart, by ``taskbench drain``
+with the ledger off. A small version runs here: SAQ's benchmarks/simple.py shape for SAQ and RQ, whose
+rates differ by an order of magnitude on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from taskbench.report.parity import order, separated, summarize
+
+
+def _figure(low: float, high: float) -> dict[str, float]:
+    return {"median": (low + high) / 2, "min": low, "max": high, "runs": 3}
+
+
+def test_two_libraries_are_ordered_only_where_their_ranges_are_apart() -> None:
+    assert separated(_figure(10, 20), _figure(21, 30)) == -1
+    assert separated(_figure(21, 30), _figure(10, 20)) == 1
+    assert separated(_figure(10, 25), _figure(21, 30)) == 0, "overlapping ranges: no order"
+    assert separated(None, _figure(1, 2)) == 0, "a library without a figure has no place"
+    rows = [{"library": "a", "script": _figure(100, 110), "off": _figure(50, 60)},
+            {"library": "b", "script": _figure(10, 20), "off": _figure(70, 80)},
+            {"library": "c", "script": _figure(1, 2), "off": _figure(55, 65)}]
+    found = order(rows)
+    assert found["contradict"] == ["a > b"], "the script puts a above b, the drain b above a, both apart"
+    assert found["within"] == ["a > c"], "the drain's ranges of a and c overlap: nothing to compare"
+    assert found["agree"] == ["b > c"]
+
+
+def test_the_table_takes_medians_ranges_and_the_ledgers_ratio_from_the_rows() -> None:
+    result = {"tasks_override": None, "sources": [{"name": "s", "shapes": [
+        {"library": "saq", "tasks": 100, "concurrency": 10, "published_per_s": 2000.0}]}],
+        "rows": [{"source": "s", "library": "saq", "kind": kind, "round": n, "tasks_per_s": rate,
+                  "worker_cpu_us_per_task": 400.0}
+                 for n, (kind, rate) in enumerate([("script", 90.0), ("off", 100.0), ("on", 80.0),
+                                                   ("script", 110.0), ("off", 120.0), ("on", 96.0)])]}
+    (row,) = summarize(result)
+    assert row["script"] == {"median": 100.0, "min": 90.0, "max": 110.0, "runs": 2}
+    assert row["on_off"] == pytest.approx(88 / 110)
+    assert row["off_vs_script"] == pytest.approx(0.10)
+
+
+@pytest.mark.slow
+def test_the_scripts_order_is_the_drains_order_with_the_ledger_off(tmp_path: Path) -> None:
+    from taskbench.harness.commands.parity import run_parity
+    from taskbench.published.shapes import source
+
+    result = run_parity([source("saq")], rounds=2, output=tmp_path, libraries=["saq", "rq"], tasks=100,
+                        ledger=(False,), timeout=300, say=lambda _: None)
+    kinds = sorted((r["library"], r["kind"]) for r in result["rows"])
+    assert kinds == sorted([(lib, kind) for lib in ("saq", "rq") for kind in ("script", "off")] * 2), \
+        "two interleaved rounds of the script and the drain, per library"
+    assert all(r["executed"] == 100 for r in result["rows"]), "every run drained every task"
+    assert json.loads((Path(result["folder"]) / "parity.json").read_text())["rows"] == result["rows"]
+    found = order(summarize(result))
+    assert not found["contradict"], f"taskbench drain orders these libraries against their own script: {found}"
+    assert found["agree"] == ["saq > rq"], f"an order of magnitude apart by both measures: {found}"
+
+
+def test_a_wrong_source_or_library_is_one_line() -> None:
+    for args, expected in ((["--sources", "nope"], "unknown published benchmark 'nope'"),
+                           (["--sources", "saq", "--libraries", "huey"], "--libraries: huey in none of the sources"),
+                           (["--ledger", "maybe"], "--ledger must be off, on or both")):
+        done = subprocess.run([sys.executable, "-m", "taskbench", "parity", *args], capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 2, done.stderr
+        assert expected in done.stderr and "Traceback" not in done.stderr, done.stderr
