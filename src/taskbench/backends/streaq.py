@@ -18,13 +18,23 @@ Wiring, following streaq's documentation and its source (streaq 7.2):
 - ``ttl=0``: results are not stored, the ledger records executions;
 - SIGTERM: streaq's worker handles SIGINT/SIGTERM itself (anyio signal receiver): it stops reading,
   gives running tasks ``grace_period`` = ``shutdown_timeout`` and cancels the rest, whose messages
-  it marks reclaimable at once.
+  it marks reclaimable at once;
+- a worker whose connection breaks (a broker restart) ends its process: streaq's long-lived tasks then
+  fail, and its teardown can wait forever on coredis's connection pool, leaving a worker that neither
+  reads nor exits (issue 34: 655 tasks left unread in one run of the fault matrix, the worker exiting
+  at once in the next). Once one of those tasks fails, or the worker's lifespan ends without a stop
+  signal, the process exits after ``TEARDOWN_S`` if it has not by then, so a supervisor
+  (``--restart-workers``, the seed's ``restart: on-failure``) starts a fresh worker, which reclaims the
+  dead one's pending messages after ``idle_timeout``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import os
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -41,7 +51,11 @@ if TYPE_CHECKING:
 
     from taskbench.settings import Settings
 
+log = logging.getLogger("taskbench.backends.streaq")
+
 FUNCTION = "taskbench_execute"
+#: seconds a failed worker's teardown may take before the process ends itself
+TEARDOWN_S = 5.0
 #: attempts in all, counting runs interrupted by a dead worker
 MAX_TRIES = 3
 
@@ -52,9 +66,53 @@ def queue_name(settings: Settings) -> str:
     return f"{settings.prefix}streaq"
 
 
+_ending = threading.Lock()
+
+
+def _exit_unless_gone(why: str) -> None:
+    """End the process in ``TEARDOWN_S`` unless it ended by then (a daemon timer dies with it); the
+    first failure arms it, the others (every consumer fails with the connection) are its consequences."""
+    if not _ending.acquire(blocking=False):
+        return
+    log.error("%s: the worker ends in %.0f s unless its teardown finished", why, TEARDOWN_S)
+    timer = threading.Timer(TEARDOWN_S, os._exit, args=(1,))
+    timer.daemon = True
+    timer.start()
+
+
+class _Worker(Worker):  # type: ignore[misc,unused-ignore]
+    """streaq's Worker whose failed long-lived tasks end the process (see the module's docstring)."""
+
+    #: SIGTERM or SIGINT reached streaq's handler: the worker is stopping as asked
+    signalled = False
+
+    async def signal_handler(self, *args: Any, **kwargs: Any) -> None:
+        await super().signal_handler(*args, **kwargs)
+        self.signalled = True
+
+    async def _watched(self, name: str, method: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except Exception as exc:
+            _exit_unless_gone(f"streaq's {name} failed ({type(exc).__name__}: {exc})")
+            raise
+
+    async def consumer(self, *args: Any, **kwargs: Any) -> None:
+        await self._watched("consumer", super().consumer, *args, **kwargs)
+
+    async def producer(self, *args: Any, **kwargs: Any) -> None:
+        await self._watched("producer", super().producer, *args, **kwargs)
+
+    async def schedule_delayed_tasks(self, *args: Any, **kwargs: Any) -> None:
+        await self._watched("delayed-task scheduler", super().schedule_delayed_tasks, *args, **kwargs)
+
+    async def renew_idle_timeouts(self, *args: Any, **kwargs: Any) -> None:
+        await self._watched("idle-timeout renewal", super().renew_idle_timeouts, *args, **kwargs)
+
+
 def _worker(settings: Settings, **kwargs: Any) -> Any:
     """A streaq Worker: the producer's client and the consumer share these settings."""
-    return Worker(
+    return _Worker(
         redis_url=settings.broker_address,
         redis_kwargs={"max_connections": settings.redis_max_connections},
         queue_name=queue_name(settings),
@@ -90,7 +148,11 @@ class StreaqBackend:
 
         @asynccontextmanager
         async def lifespan() -> AsyncIterator[Execute]:
-            yield ctx.execute  # tasks reach it as ``worker.context``
+            try:
+                yield ctx.execute  # tasks reach it as ``worker.context``
+            finally:
+                if not worker.signalled:  # streaq stopped on its own: a failure, whose teardown may hang
+                    _exit_unless_gone("streaq's worker stopped without a stop signal")
 
         worker = _worker(settings, lifespan=lifespan)
 

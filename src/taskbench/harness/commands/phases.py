@@ -156,6 +156,7 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
         return patient.call(counted, False)
 
     def hopeless() -> str | None:
+        nonlocal progress_at
         for proc in procs.dead():
             if revive is not None and proc.name.startswith("worker") and len(result.revived) < MAX_REVIVALS:
                 line = revive(proc)  # a supervisor's restart: the case goes on, the result says so
@@ -163,6 +164,9 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
                     continue
                 result.revived.append(line)
                 say(line)
+                # the new worker gets a whole stall window from its start to take up the dead one's tasks
+                # (a start takes 1-2 s on an idle machine, 10 s on a busy one: issue 34)
+                progress_at = time.time()
                 continue
             if proc.name not in reported:
                 reported.add(proc.name)
