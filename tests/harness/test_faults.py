@@ -117,8 +117,10 @@ def test_killed_worker_is_restarted_and_nothing_is_lost(redis_url: str, out_dir:
     assert fault["ready_after_s"] > 0 and fault["executing_again_s"] is not None, fault
     assert case["summary"]["lost"] == 0, case["summary"]  # at-least-once: retried, maybe twice
     assert case["summary"]["executing_again_s"] == fault["executing_again_s"]
-    # at-least-once promises no single execution: a duplicate is reported ("errors"), not a failure
-    assert case["status"] == ("ok" if case["summary"]["duplicated"] == 0 else "errors") and code == 0, out
+    # at-least-once promises no single execution: a duplicate is inside its bound ("duplicates allowed"),
+    # shown with the bound, not a failure (issue 34)
+    assert case["status"] == "ok" and code == 0, out
+    assert len(case["fault"]["within_bounds"]) == bool(case["summary"]["duplicated"]), case["fault"]
     assert "fault kill-worker@2: worker-0" in out and "restarted and ready after" in out
     _, alive = psutil.wait_procs(started, timeout=10)
     assert not alive, [p.pid for p in alive]
@@ -137,7 +139,9 @@ def test_killed_api_loses_what_background_tasks_held(redis_url: str, out_dir: Pa
     assert case["summary"]["lost"] > 0, case["summary"]
     # background tasks promise nothing once the 202 left: the loss is the case's figure, not a failure
     assert case["fault"]["promise"]["keeps_accepted"] is False
-    assert case["status"] == "errors" and code == 0, out
+    # inside the bound "nothing is promised": ok but for the requests the dead API failed
+    assert case["status"] == ("errors" if case["summary"]["errors_pct"] else "ok") and code == 0, out
+    assert any("lost: within the bound" in line for line in case["fault"]["within_bounds"]), case["fault"]
     assert "fault kill-api@1.5: api" in out
     _, alive = psutil.wait_procs(started, timeout=10)
     assert not alive, [p.pid for p in alive]
