@@ -49,6 +49,18 @@ def test_the_table_takes_medians_ranges_and_the_ledgers_ratio_from_the_rows() ->
     assert row["off_vs_script"] == pytest.approx(0.10)
 
 
+def test_several_runs_render_as_one_with_each_runs_task_count() -> None:
+    from taskbench.report.parity import merge
+
+    def run(library: str, tasks: int) -> dict[str, object]:
+        return {"tasks_override": tasks, "sources": [{"name": "s", "shapes": [
+            {"library": library, "tasks": 20_000, "concurrency": 10, "published_per_s": None}]}],
+            "rows": [{"source": "s", "library": library, "kind": "script", "round": 0, "tasks_per_s": 5.0}]}
+
+    rows = summarize(merge([run("saq", 2000), run("rq", 300), run("saq", 2000)]))
+    assert [(r["library"], r["tasks"], r["script"]["runs"]) for r in rows] == [("saq", 2000, 2), ("rq", 300, 1)]
+
+
 @pytest.mark.slow
 def test_the_scripts_order_is_the_drains_order_with_the_ledger_off(tmp_path: Path) -> None:
     from taskbench.harness.commands.parity import run_parity

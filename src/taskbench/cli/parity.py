@@ -26,8 +26,8 @@ def parity(
         help="core placement: auto (the worker or script alone on one core, Redis on the others), off, or "
              "roles as for `run` (workers, redis, driver)")] = "auto",
     format: Annotated[str, typer.Option("--format", help="markdown | json")] = "markdown",
-    source_file: Annotated[Path | None, typer.Option(
-        "--from", help="render this parity.json again instead of running")] = None,
+    source_files: Annotated[list[Path] | None, typer.Option(
+        "--from", help="render this parity.json again instead of running (repeat it: several as one)")] = None,
     output: Annotated[Path, typer.Option(help="folder for logs and parity.json")] = Path("results"),
 ) -> None:
     """Each library's own published no-op drain benchmark (streaq's and SAQ's benchmarks/,
@@ -41,19 +41,25 @@ def parity(
     from rich.markup import escape
 
     from taskbench.published.shapes import SOURCES, source
-    from taskbench.report.parity import markdown
+    from taskbench.report.parity import markdown, merge
 
     if format not in ("markdown", "json"):
         fail(f"--format must be markdown or json, not {format!r}")
     modes = {"off": (False,), "on": (True,), "both": (False, True)}.get(ledger)
     if modes is None:
         fail(f"--ledger must be off, on or both, not {ledger!r}")
-    if source_file is not None:
+    if source_files:
+        results = []
+        for path in source_files:
+            try:
+                results.append(json.loads(path.read_text()))
+            except (OSError, ValueError) as exc:
+                fail(f"{path}: not a parity.json ({exc})")
         try:
-            result = json.loads(source_file.read_text())
+            result = merge(results)
             text = markdown(result)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            fail(f"{source_file}: not a parity.json ({exc})")
+        except (KeyError, TypeError) as exc:
+            fail(f"{', '.join(map(str, source_files))}: not a parity.json (no {exc})")
         sys.stdout.write((json.dumps(result, indent=1) if format == "json" else text) + "\n")
         return
     try:

@@ -35,7 +35,7 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             if not runs:
                 continue
             row: dict[str, Any] = {"source": source["name"], "library": shape["library"],
-                                   "tasks": result.get("tasks_override") or shape["tasks"],
+                                   "tasks": runs[0].get("tasks") or result.get("tasks_override") or shape["tasks"],
                                    "concurrency": shape["concurrency"], "published_per_s": shape["published_per_s"],
                                    "version": next((r.get("version") for r in runs if r.get("version")), None)}
             for kind in ("script", "off", "on"):
@@ -48,6 +48,20 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             row["off_vs_script"] = None if ratio is None else ratio - 1
             out.append(row)
     return out
+
+
+def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several ``parity.json`` as one (runs of different sources or libraries, made one after another):
+    the sources in their first order, each with its shapes, and every row."""
+    sources: dict[str, dict[str, Any]] = {}
+    for result in results:
+        for found in result["sources"]:
+            known = sources.setdefault(found["name"], {**found, "shapes": []})
+            have = {s["library"] for s in known["shapes"]}
+            known["shapes"] += [s for s in found["shapes"] if s["library"] not in have]
+    return {"sources": list(sources.values()), "rows": [{**row, "tasks": row.get("tasks") or r.get("tasks_override")}
+                                                   for r in results for row in r["rows"]],
+            "tasks_override": None, "folders": [r.get("folder") for r in results]}
 
 
 def _ratio(top: dict[str, float] | None, bottom: dict[str, float] | None) -> float | None:

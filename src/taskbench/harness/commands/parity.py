@@ -64,7 +64,7 @@ def run_parity(sources: list[Source], *, rounds: int, output: Path, libraries: l
                                    if kind == "script" else
                                    _drain(shape, count, kind == "on", python, redis, meta, out, placement, say))
                         rows.append({"source": source.name, "library": shape.library, "round": round_,
-                                     "kind": kind, **row})
+                                     "kind": kind, "tasks": count, **row})
                         (out / "parity.json").write_text(json.dumps(result, indent=1))
     return result
 
