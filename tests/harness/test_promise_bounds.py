@@ -145,3 +145,15 @@ def test_a_figure_inside_its_bounds_is_shown_with_the_bound_in_the_reports() -> 
     scenario.render(result, Console(file=out, width=300, force_terminal=False))
     assert f"celery, kill-worker@2: {line}" in out.getvalue().replace("\n", " ")
     assert "within the bound of celery on redis" in html.render(result)
+
+
+def test_taskbench_backends_lists_every_bound_with_its_source() -> None:
+    from typer.testing import CliRunner
+
+    from taskbench.cli import app
+
+    out = CliRunner().invoke(app, ["backends"]).output
+    assert ("bound: lost (up to 1 per kill, under kill-worker): the task fetched at the kill instant" in out
+            and "[source: kombu 5.7 kombu/transport/redis.py Channel._brpop_read -> QoS.append" in out)
+    bounds_shown = sum(len(m.delivery_on(b).all_bounds()) for m in backends.REGISTRY.values() for b in m.brokers)
+    assert out.count("bound: ") == bounds_shown and out.count("[source: ") == bounds_shown
