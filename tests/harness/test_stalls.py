@@ -158,6 +158,43 @@ def test_a_stalled_drain_stops_and_says_how_many_tasks_never_ran(client: redis.R
                                "when the workers were stopped (the audit counts them lost)"]
 
 
+def test_a_drain_that_times_out_with_tasks_still_running_says_so(client: redis.Redis, run_id: str) -> None:
+    # a backlog the workers were still working through when the time ran out: not tasks a fault lost,
+    # which a promise that allows losses may excuse (the runner reads still_running)
+    import threading
+
+    ledger = _ledger(client, run_id, ["a"])
+    stop = threading.Event()
+
+    def work() -> None:
+        for i in range(100):  # bounded: 20 s at most, the drain's 2 s timeout ends it sooner
+            if stop.wait(0.2):
+                return
+            now = time.time()
+            ledger.record_sync(client, f"r{i}", now, now, now + 0.001)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        with ProcessSet(dict(os.environ)) as procs:
+            result = drain(procs, client, ledger, target=1000, accepted=["a", "never"], load_end=time.time(),
+                           timeout=2, say=lambda _: None, stall=30.0)
+    finally:
+        stop.set()
+        worker.join()
+    assert not result.drained and result.still_running
+    assert result.ended == "drain timeout: 2 s after the load ended, tasks still running", result.ended
+
+
+def test_a_drain_that_times_out_with_nothing_running_is_not_still_running(client: redis.Redis, run_id: str) -> None:
+    ledger = _ledger(client, run_id, ["a"])
+    with ProcessSet(dict(os.environ)) as procs:
+        result = drain(procs, client, ledger, target=2, accepted=["a", "never"], load_end=time.time(), timeout=1.5,
+                       say=lambda _: None, stall=30.0)
+    assert not result.drained and not result.still_running
+    assert result.ended == "drain timeout: 2 s after the load ended", result.ended
+
+
 def test_supervised_starts_an_exited_worker_again_during_the_load(tmp_path: Path) -> None:
     import sys
 

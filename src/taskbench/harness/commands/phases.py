@@ -77,6 +77,10 @@ class Drain:
     #: why the wait ended before every task ran (a timeout, a stall), without a count: the count is the
     #: audit's, taken once the workers are stopped (:meth:`lines`), so the run says one number
     ended: str | None = None
+    #: the wait timed out while tasks were still running (one ran within the last :data:`STILL_RUNNING`
+    #: seconds, or the stall window): what had not run was the backlog, not tasks a fault lost, so no
+    #: promise that allows losses excuses it
+    still_running: bool = False
 
     def lines(self, lost: int | None) -> list[str]:
         """The failures, with the reason the wait ended and the audit's count of tasks that never ran."""
@@ -139,13 +143,16 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
     patient = Patient(server_of(client), say, purpose="the drain's count of executed tasks")
 
     progress_at, last_count = time.time(), -1
+    ran_at: float | None = None  # when the count last grew while the drain watched it
 
     def counted() -> bool:
-        nonlocal waiting, progress_at, last_count
+        nonlocal waiting, progress_at, last_count, ran_at
         # the count is cheap; it can reach the target early when tasks whose 2xx never reached the
         # driver ran (an API killed between enqueue and answer), so the ids decide
         count = ledger.executed_count(client)
         if count != last_count:
+            if last_count >= 0:
+                ran_at = time.time()
             progress_at, last_count = time.time(), count
         if count >= target:
             waiting = ledger.unseen(client, waiting)
@@ -190,7 +197,15 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
     if not result.drained:
         result.ended = f"drain timeout: {timeout:.0f} s after the load ended" + (
             f" ({patient.server} did not answer: {patient.error})" if patient.stalled else "")
+        result.still_running = ran_at is not None and time.time() - ran_at < (stall or STILL_RUNNING)
+        if result.still_running:
+            result.ended += ", tasks still running"
     return result
+
+
+#: seconds: a drain that timed out with an execution this recent (when it has no stall window) was
+#: still running the backlog
+STILL_RUNNING = 10.0
 
 
 #: a broadcast backend's drain ends once no execution came for this long

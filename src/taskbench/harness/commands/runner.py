@@ -362,9 +362,11 @@ class Runner:
                         failures.append(f"fault {injector.record.fault}: {injector.record.note}")
                 promise = self._promise(name, case)
                 # a fault may lose what the backend does not promise to keep: those never come, so a
-                # drain that waited for them in vain is the loss (audited), not a failure of its own
+                # drain that waited for them in vain is the loss (audited), not a failure of its own; a
+                # drain that ran out of time with tasks still running left a backlog, which no promise
+                # excuses (at-most-once would otherwise pass any backlog off as the fault's loss)
                 drain_ok = drained.drained or (injector is not None and injector.record.injected
-                                               and not promise.keeps_accepted)
+                                               and not promise.keeps_accepted and not drained.still_running)
                 case.rss = rss.stop() if rss is not None else None
                 stopped: list[str] = []
                 if not drained.drained:
@@ -383,7 +385,7 @@ class Runner:
                         failed_ids=load.failed_ids, refused_ids=load.refused_ids(), outcomes=outcomes).to_model()
                 lines = drained.lines(None if report is None else report.lost)
                 if not drain_ok and report is not None and injector is not None and injector.record.injected \
-                        and not unkept_promises(promise, lost=report.lost, duplicated=0,
+                        and not drained.still_running and not unkept_promises(promise, lost=report.lost, duplicated=0,
                                                 kills=len(injector.record.kills) or 1):
                     drain_ok = True  # what it waited for is a loss inside the promise's bounds (judged below)
                 if drain_ok and not drained.drained:

@@ -247,8 +247,10 @@ class TargetRunner:
                         corrupt=rows.corrupt, failed_ids=load.failed_ids, refused_ids=load.refused_ids(),
                         outcomes=ledger.outcomes(client)).to_model()
                 # a loss the service's promise allows (after-response, at-most-once) never comes: the drain
-                # that waited for it in vain is that loss (audited), not a failure of its own
-                drain_ok = drained.drained or not durable or (promise is not None and not promise.keeps_accepted)
+                # that waited for it in vain is that loss (audited), not a failure of its own; a backlog it ran out of
+                # time on is no loss a promise allows
+                allowed = not durable or (promise is not None and not promise.keeps_accepted)
+                drain_ok = drained.drained or (allowed and not drained.still_running)
                 lines = drained.lines(None if report is None else report.lost)
                 if drain_ok:
                     for line in lines:
