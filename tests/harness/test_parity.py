@@ -79,6 +79,9 @@ def test_the_scripts_order_is_the_drains_order_with_the_ledger_off(tmp_path: Pat
 
 
 def test_a_wrong_source_or_library_is_one_line() -> None:
+    shown = subprocess.run([sys.executable, "-m", "taskbench", "parity", "--help"], capture_output=True, text=True,
+                           timeout=60, check=False)
+    assert shown.returncode == 0 and "Usage" in shown.stdout and "Traceback" not in shown.stdout + shown.stderr
     for args, expected in ((["--sources", "nope"], "unknown published benchmark 'nope'"),
                            (["--sources", "saq", "--libraries", "huey"], "--libraries: huey in none of the sources"),
                            (["--ledger", "maybe"], "--ledger must be off, on or both")):
