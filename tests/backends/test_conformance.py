@@ -445,7 +445,9 @@ def test_sigkill_mid_task(case: Case, request: pytest.FixtureRequest) -> None:
     report = {"redelivered": len(counts), "of": len(ids), "runs": {t: counts.get(t, 0) for t in ids}}
     print(f"{case.backend} on {case.broker} SIGKILL mid-task: {report}")
     if delivery.guarantee == backends.AT_LEAST_ONCE:
-        assert counts == dict.fromkeys(ids, 1), report
+        # every task ran again; a redelivered copy that a busy machine ran past the ack deadline may be
+        # delivered once more (at-least-once keeps that promise: seen on faststream-nats under load)
+        assert set(counts) == set(ids) and all(n <= 2 for n in counts.values()), report
     else:
         assert all(counts.get(t, 0) <= 1 for t in ids), report
 
