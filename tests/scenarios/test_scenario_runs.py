@@ -33,7 +33,11 @@ def _run(path: Path, out_dir: Path, redis_url: str | None = None) -> dict:
 
 
 def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> None:
-    """The peak of requests in flight is the thread limit (40 by default, raised, also under trio), or 1."""
+    """The peak of requests in flight is the thread limit (40 by default, raised, also under trio), or 1.
+
+    Each body sleeps long enough that the server need not be fast to keep every thread busy: the
+    test is about the limit, not the server's speed.
+    """
     path = _scenario(tmp_path, """
         name = "threads"
         description = "t"
@@ -54,6 +58,10 @@ def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> No
         server = "hypercorn"
         worker_class = "trio"
         thread_limit = 50
+        # hypercorn parses HTTP in Python: on a busy CI machine it answered ~110 req/s, which with a
+        # 0.3 s body keeps only ~34 threads busy; a 1 s body needs 50 req/s to fill the 50 threads
+        delay = 1.0
+        duration = 3.0
         [[case]]
         label = "granian"
         server = "granian"
