@@ -195,6 +195,45 @@ def test_a_drain_that_times_out_with_nothing_running_is_not_still_running(client
     assert result.ended == "drain timeout: 2 s after the load ended", result.ended
 
 
+def test_a_short_drain_whose_tasks_ran_early_is_not_still_running(client: redis.Redis, run_id: str) -> None:
+    # what a killed API's successor does: its own last tasks run in the drain's first second, then
+    # nothing, for the tasks the kill took never come; a 3 s drain was not cut off in a backlog
+    import threading
+
+    ledger = _ledger(client, run_id, ["a"])
+    stop = threading.Event()
+
+    def work() -> None:
+        for i in range(3):  # bounded: three records in the first 0.6 s
+            if stop.wait(0.2):
+                return
+            now = time.time()
+            ledger.record_sync(client, f"r{i}", now, now, now + 0.001)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        with ProcessSet(dict(os.environ)) as procs:
+            result = drain(procs, client, ledger, target=1000, accepted=["a", "never"], load_end=time.time(),
+                           timeout=3, say=lambda _: None, stall=None)
+    finally:
+        stop.set()
+        worker.join()
+    assert not result.drained and not result.still_running, result.ended
+    assert result.ended == "drain timeout: 3 s after the load ended", result.ended
+
+
+def test_the_still_running_window() -> None:
+    from taskbench.harness.commands.phases import STILL_RUNNING, still_running_window
+
+    assert still_running_window(120, None) == STILL_RUNNING
+    assert still_running_window(120, 16) == 16
+    assert still_running_window(3, None) == 1.0
+    assert still_running_window(2, 30) == 1.0
+    assert still_running_window(30, None) == 10.0
+    assert still_running_window(24, 30) == 8.0
+
+
 def test_supervised_starts_an_exited_worker_again_during_the_load(tmp_path: Path) -> None:
     import sys
 

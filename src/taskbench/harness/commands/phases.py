@@ -197,7 +197,7 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
     if not result.drained:
         result.ended = f"drain timeout: {timeout:.0f} s after the load ended" + (
             f" ({patient.server} did not answer: {patient.error})" if patient.stalled else "")
-        result.still_running = ran_at is not None and time.time() - ran_at < (stall or STILL_RUNNING)
+        result.still_running = ran_at is not None and time.time() - ran_at < still_running_window(timeout, stall)
         if result.still_running:
             result.ended += ", tasks still running"
     return result
@@ -206,6 +206,15 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
 #: seconds: a drain that timed out with an execution this recent (when it has no stall window) was
 #: still running the backlog
 STILL_RUNNING = 10.0
+
+
+def still_running_window(timeout: float, stall: float | None) -> float:
+    """How recent the last execution must be, at a drain's timeout, for the drain to have been cut off
+    while it still ran the backlog: the stall window (or :data:`STILL_RUNNING`), but no more than a third
+    of the drain's own time (at least 1 s). A short drain that saw its last tasks run early and then
+    nothing (a killed API's restarted successor finishing its own tasks, what the fault lost never
+    coming) was not cut off: the window would otherwise cover the whole drain."""
+    return min(stall or STILL_RUNNING, max(1.0, timeout / 3))
 
 
 #: a broadcast backend's drain ends once no execution came for this long
