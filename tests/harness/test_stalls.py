@@ -227,10 +227,12 @@ def test_the_still_running_window() -> None:
     from taskbench.harness.commands.phases import STILL_RUNNING, still_running_window
 
     assert still_running_window(120, None) == STILL_RUNNING
-    assert still_running_window(120, 16) == 16
+    assert still_running_window(120, 16) == STILL_RUNNING
+    assert still_running_window(120, 2200) == STILL_RUNNING
+    assert still_running_window(120, 4) == 4
     assert still_running_window(3, None) == 1.0
     assert still_running_window(2, 30) == 1.0
-    assert still_running_window(30, None) == 10.0
+    assert still_running_window(30, None) == STILL_RUNNING
     assert still_running_window(24, 30) == 8.0
 
 
@@ -287,3 +289,14 @@ def test_a_worker_started_again_gets_a_whole_stall_window(client: redis.Redis, r
                        say=lambda _: None, revive=revive, stall=4.0)
     assert result.drained and not result.ended, (result.ended, (tmp_path / "w.log").read_text())
     assert len(result.revived) == 1 and "exited with code 1" in result.revived[0]
+
+
+def test_the_drain_waits_for_a_promised_redelivery() -> None:
+    # RQ with Retry promises a dead worker's job back within 1095 s of the kill with RQ's defaults: the
+    # drain's deadline follows the last kill, or the fault's time when no kill has happened yet
+    from taskbench.harness.commands.runner import redelivery_deadline
+
+    assert redelivery_deadline([], None, 1095) is None
+    assert redelivery_deadline([1000.0, 1010.0], None, 1095) == 1010 + 1095 + 109.5
+    assert redelivery_deadline([], 1002.0, 60) == 1002 + 60 + 10
+    assert redelivery_deadline([1000.0], 1002.0, 60) == 1002 + 60 + 10

@@ -210,11 +210,12 @@ STILL_RUNNING = 10.0
 
 def still_running_window(timeout: float, stall: float | None) -> float:
     """How recent the last execution must be, at a drain's timeout, for the drain to have been cut off
-    while it still ran the backlog: the stall window (or :data:`STILL_RUNNING`), but no more than a third
-    of the drain's own time (at least 1 s). A short drain that saw its last tasks run early and then
-    nothing (a killed API's restarted successor finishing its own tasks, what the fault lost never
-    coming) was not cut off: the window would otherwise cover the whole drain."""
-    return min(stall or STILL_RUNNING, max(1.0, timeout / 3))
+    while it still ran the backlog: :data:`STILL_RUNNING` (or the stall window, if shorter), but no more
+    than a third of the drain's own time (at least 1 s). A drain that saw its last tasks run well before
+    its end (a killed API's successor finishing its own tasks early in a 3 s drain; an at-most-once
+    worker done with its backlog while the drain waits out a long redelivery bound for what the kill
+    took) was not cut off: a window as long as the stall bound (2 x RQ's 1095 s) would call it so."""
+    return min(stall or STILL_RUNNING, STILL_RUNNING, max(1.0, timeout / 3))
 
 
 #: a broadcast backend's drain ends once no execution came for this long

@@ -345,10 +345,13 @@ class Runner:
                             stall = max(cfg.drain_stall, redelivery_bound(cfg.redelivery_wait(name)))
                             if not promised and injector is not None:
                                 stall = redelivery_bound(cfg.redelivery_wait(name))
+                            timeout = drain_timeout(cfg, len(load.accepted_ids), executed() - warm_accepted,
+                                                    load_end - load_start)
+                            if promised and injector is not None:
+                                timeout = self._wait_for_redelivery(name, timeout, injector.record, load_start,
+                                                                    load_end, say)
                             drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
-                                            accepted=load.accepted_ids, load_end=load_end,
-                                            timeout=drain_timeout(cfg, len(load.accepted_ids),
-                                                                  executed() - warm_accepted, load_end - load_start),
+                                            accepted=load.accepted_ids, load_end=load_end, timeout=timeout,
                                             say=say, revive=supervisor, stall=stall)
                             case.revived = revived_in_load + drained.revived
                             if drained.drained:  # requests the driver gave up on may still be running
@@ -458,6 +461,24 @@ class Runner:
                                    bounded=injected or died)
         return case
 
+    def _wait_for_redelivery(self, name: str, timeout: float, record: FaultRecord, load_start: float,
+                             load_end: float, say: Say) -> float:
+        """The drain's timeout, long enough for what ``name`` promises to bring back after the fault: a
+        dead worker's tasks return ``redelivery_wait`` after the kill (RQ with Retry: up to 1095 s with RQ's
+        defaults), and a drain that stopped first would count the promise broken. Within an hour."""
+        cfg = self.config
+        fault = cfg.fault
+        if fault is None:
+            return timeout
+        wait = cfg.redelivery_wait(name)
+        due = redelivery_deadline(record.kills, load_start + fault.at + (fault.duration or 0.0), wait)
+        if due is None or due - load_end <= timeout:
+            return timeout
+        longer = min(3600.0, due - load_end)
+        say(f"the drain waits up to {longer:.0f} s (not --drain-timeout's {timeout:.0f} s): {name} promises a "
+            f"killed worker's tasks back within {wait:.0f} s of the kill")
+        return longer
+
     def _promise(self, name: str, case: QueueCase) -> Promise:
         """What ``name`` promises in ``case``: its registry entry on the case's broker under the run's
         settings, with the bounds of the case's fault (docs/backends.md, "What a fault case promises")."""
@@ -540,6 +561,16 @@ def _started(*hooks: Injector | Disruptions | None) -> Callable[[], None] | None
             hook.started()
 
     return started
+
+
+def redelivery_deadline(kills: list[float], fault_at: float | None, wait: float) -> float | None:
+    """When (wall clock) the last task a kill took is due back at the latest: the last kill (or, for a fault
+    still to come, its time) plus the backend's redelivery wait and a tenth of it (at least 10 s) for the
+    library's own polling; None without a kill."""
+    times = [*kills, *([fault_at] if fault_at is not None else [])]
+    if not times:
+        return None
+    return max(times) + wait + max(10.0, wait / 10)
 
 
 def drain_timeout(cfg: RunConfig, accepted: int, executed: int, seconds: float) -> float:
