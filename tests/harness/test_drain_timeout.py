@@ -39,3 +39,18 @@ def test_a_timed_out_drain_gives_one_number_everywhere(redis_url: str, out_dir: 
     assert not [f for f in case.failures if f.startswith("metrics")], case.failures
     assert case.audit.executed == case.summary.accepted - unrun
     assert case.exit_codes.get("worker-0") in (0, -15), case.exit_codes
+
+
+def test_an_unset_drain_timeout_grows_with_the_backlog() -> None:
+    # RQ forks a child per job: 57 tasks/s on a quiet machine, so 10,000 tasks outlast a fixed 120 s drain
+    # although the worker never stops; `taskbench run` without --drain-timeout waits for such a backlog
+    from taskbench.harness.commands.runner import drain_timeout
+
+    given = RunConfig(drain_timeout=120)
+    unset = RunConfig(drain_timeout=120, drain_follows_backlog=True)
+    # 10,000 accepted, 300 ran during a 10 s load: 9,700 left at 30/s -> 1.5 x 323 s + 30 s
+    assert drain_timeout(given, 10_000, 300, 10.0) == 120
+    assert drain_timeout(unset, 10_000, 300, 10.0) == 1.5 * 9_700 / 30 + 30
+    assert drain_timeout(unset, 1_000, 900, 10.0) == 120  # never shorter than the default
+    assert drain_timeout(unset, 10_000, 0, 10.0) == 120  # no pace to go by
+    assert drain_timeout(unset, 10_000_000, 1, 10.0) == 3600  # within an hour

@@ -57,7 +57,10 @@ def run(
     output: Annotated[Path, typer.Option(help="folder for results and logs")] = Path("results"),
     keep: Annotated[bool, typer.Option(help="keep the run's Redis keys")] = False,
     warmup: Annotated[int, params.option("warmup")] = params.default("warmup"),
-    drain_timeout: Annotated[float, params.option("drain_timeout")] = params.default("drain_timeout"),
+    drain_timeout: Annotated[float | None, params.option(
+        "drain_timeout", help="seconds to wait for tasks after the load [default: 120, or longer while the "
+                              "backlog left at the load's end needs it at the pace the workers kept during the "
+                              "load: 1.5 x that + 30 s, within an hour; a value given here is kept]")] = None,
     drain_stall: Annotated[float, params.option("drain_stall")] = params.default("drain_stall"),
     pin: Annotated[str, typer.Option(help="core placement: auto | off | 'api=0;workers=1;driver=1;redis=0'")] = "auto",
     api_port: Annotated[int | None, params.option("api_port")] = params.default("api_port"),
@@ -136,7 +139,8 @@ def run(
                    enqueue_mode=enqueue_mode, worker_cmd=worker_cmd, worker_pid=worker_pid,
                    api_cmd=api_cmd, fault=fault,
                    broker_url=broker_url, allow_fault_on_target=allow_fault_on_target, output=output,
-                   drain_timeout=drain_timeout, drain_stall=drain_stall, first_execution=first_execution,
+                   drain_timeout=params.default("drain_timeout") if drain_timeout is None else drain_timeout,
+                   drain_stall=drain_stall, first_execution=first_execution,
                    keep=keep, promise_settings={
                        "saq_retries": saq_retries, "pgqueuer_heartbeat_timeout": pgqueuer_heartbeat_timeout,
                        "procrastinate_retry_stalled": procrastinate_retry_stalled, "rq_worker_ttl": rq_worker_ttl,
@@ -177,7 +181,9 @@ def run(
             io_delay=io_delay, cpu_iterations=cpu_iterations, redis_url=redis_url,
             broker=broker, broker_url=broker_url, redis_fsync=redis_fsync, broker_delay=broker_delay,
             postgres_durability=postgres_durability,
-            output=output, keep=keep, warmup=warmup, drain_timeout=drain_timeout, drain_stall=drain_stall,
+            output=output, keep=keep, warmup=warmup, drain_stall=drain_stall,
+            drain_timeout=params.default("drain_timeout") if drain_timeout is None else drain_timeout,
+            drain_follows_backlog=drain_timeout is None,
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
             idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,
             fault=Fault.parse(fault) if fault else None, restart_workers=restart_workers,

@@ -86,6 +86,9 @@ class RunConfig:
     keep: bool = False
     warmup: int = 200
     drain_timeout: float = 120.0
+    #: ``drain_timeout`` grows with the backlog left at the load's end (``taskbench run`` without
+    #: --drain-timeout), as it does for phases: a slow worker's backlog is not cut off as lost
+    drain_follows_backlog: bool = False
     #: the drain stops once no task ran for this long (at least 2 × task_timeout + 10 s: redeliveries)
     drain_stall: float = 60.0
     late_grace: float = 2.0

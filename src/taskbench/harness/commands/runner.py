@@ -345,8 +345,12 @@ class Runner:
                             stall = max(cfg.drain_stall, redelivery_bound(cfg.redelivery_wait(name)))
                             if not promised and injector is not None:
                                 stall = redelivery_bound(cfg.redelivery_wait(name))
-                            timeout = drain_timeout(cfg, len(load.accepted_ids), executed() - warm_accepted,
-                                                    load_end - load_start)
+                            ran = executed() - warm_accepted
+                            timeout = drain_timeout(cfg, len(load.accepted_ids), ran, load_end - load_start)
+                            if timeout > cfg.drain_timeout and not cfg.phases:
+                                say(f"the drain waits up to {timeout:.0f} s: {len(load.accepted_ids) - ran} tasks "
+                                    f"left at {ran / max(1e-9, load_end - load_start):.0f} tasks/s during the load "
+                                    f"(--drain-timeout sets a fixed wait)")
                             if promised and injector is not None:
                                 timeout = self._wait_for_redelivery(name, timeout, injector.record, load_start,
                                                                     load_end, say)
@@ -574,10 +578,11 @@ def redelivery_deadline(kills: list[float], fault_at: float | None, wait: float)
 
 
 def drain_timeout(cfg: RunConfig, accepted: int, executed: int, seconds: float) -> float:
-    """``--drain-timeout``, or for phases (whose backlog is a figure, not a failure) long enough for the backlog
-    left at the load's end at the pace the workers kept during it: 1.5 times that, plus 30 s, within an hour.
-    A stalled drain still ends after ``--drain-stall`` without an execution."""
-    if not cfg.phases or executed <= 0 or seconds <= 0:
+    """``--drain-timeout``, or for phases (whose backlog is a figure, not a failure) and for a run that was not
+    given one (``drain_follows_backlog``) long enough for the backlog left at the load's end at the pace the
+    workers kept during it: 1.5 times that, plus 30 s, within an hour. A stalled drain still ends after
+    ``--drain-stall`` without an execution."""
+    if not (cfg.phases or cfg.drain_follows_backlog) or executed <= 0 or seconds <= 0:
         return cfg.drain_timeout
     pace = executed / seconds
     return min(3600.0, max(cfg.drain_timeout, 1.5 * max(0, accepted - executed) / pace + 30))
