@@ -115,13 +115,19 @@ def test_a_service_whose_task_is_not_decorated_stops_the_run_early(
         "    functions = [process_order.__wrapped__]  # the decorator forgotten\n")
     worker_env = _env(broker_redis_url, plain)
     worker_env["ARQ_QUEUE"] = env["ARQ_QUEUE"]
-    code, output, _ = _run([
+    code, output, result = _run([
         "--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
         "--redis-url", broker_redis_url, "--worker-cmd", _user_cmd(worker_env, f"{arq_bin}/arq plain_worker.PlainSettings"),
         "--duration", "200", "--users", "4"], tmp_path / "results")
     assert code != 0, output
     assert "no execution reached the ledger" in output and "instrumentation is missing" in output, output
     assert "Traceback" not in output
+    # the result says so as well: no audit (nothing to judge), the one failure, the load's own figures
+    assert result is not None, "a result.json is written"
+    (case,) = result["cases"]
+    assert case["status"] == "failed" and case["audit"] is None
+    assert len(case["failures"]) == 1 and "instrumentation is missing" in case["failures"][0]
+    assert case["summary"]["requests"] > 0 and case["summary"]["lost"] is None
 
 
 def test_a_target_that_is_down_is_one_line(broker_redis_url: str, tmp_path: Path) -> None:
@@ -131,3 +137,56 @@ def test_a_target_that_is_down_is_one_line(broker_redis_url: str, tmp_path: Path
     assert code == 2 and result is None
     assert f"the target http://127.0.0.1:{port}/orders is down" in output and "refused" in output, output
     assert "Traceback" not in output
+
+
+def test_a_worker_given_by_pid_is_killed_and_the_other_keeps_arqs_promise(
+        service: tuple[int, dict[str, str]], broker_redis_url: str, arq_bin: Path, tmp_path: Path) -> None:
+    # the user's own two workers, started and supervised by them (here: the test); taskbench gets one's pid
+    import psutil
+
+    port, env = service
+    worker = _user_cmd(env, f"{arq_bin}/arq worker.WorkerSettings")
+    with Stack({**os.environ, **env}, name=f"example-workers-{port}", stop_timeout=5) as stack:
+        doomed = stack.start("worker-a", ["/bin/sh", "-c", worker], tmp_path / "worker-a.log")
+        stack.start("worker-b", ["/bin/sh", "-c", worker], tmp_path / "worker-b.log")
+        assert psutil.Process(doomed.pid).name() != "sh", "exec: the pid is the worker's own"
+        code, output, result = _run([
+            "--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
+            "--redis-url", broker_redis_url, "--library", "arq", "--worker-pid", str(doomed.pid),
+            "--fault", "kill-worker@3", "--duration", "6", "--users", "10"], tmp_path / "results")
+        assert not doomed.alive(), "the process of --worker-pid was killed"
+        assert stack.procs.procs[1].alive(), "the other worker was left alone"
+    assert result is not None, output
+    (case,) = result["cases"]
+    assert code == 0, output
+    fault = case["fault"]
+    assert fault["injected"] and fault["killed_pid"] == doomed.pid, fault
+    assert any(f"pid {doomed.pid}" in line and "SIGKILL" in line for line in fault["proof"]), fault["proof"]
+    audit = case["audit"]
+    # what the killed worker held comes back after arq's job timeout + 10 s, on the worker left
+    assert audit["accepted"] > 0 and audit["lost"] == 0 and audit["executed"] == audit["accepted"], output
+
+
+def test_a_stall_of_the_users_redis_is_injected_only_when_allowed_and_audited(
+        service: tuple[int, dict[str, str]], broker_redis_url: str, arq_bin: Path, tmp_path: Path) -> None:
+    # CLIENT PAUSE on the example's own broker, which the user allows: the service stalls, nothing is lost
+    import redis
+
+    port, env = service
+    args = ["--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
+            "--redis-url", broker_redis_url, "--library", "arq", "--broker-url", broker_redis_url,
+            "--worker-cmd", _user_cmd(env, f"{arq_bin}/arq worker.WorkerSettings"),
+            "--fault", "stall-broker@2+2", "--duration", "6", "--users", "10"]
+    code, output, _ = _run(args, tmp_path / "refused")
+    assert code != 0 and "--allow-fault-on-target" in output and "Traceback" not in output, output
+    code, output, result = _run([*args, "--allow-fault-on-target"], tmp_path / "results")
+    assert result is not None, output
+    (case,) = result["cases"]
+    assert code == 0, output
+    fault = case["fault"]
+    assert fault["injected"] and fault["target"] == "broker", fault
+    answered = [row["completed"] for row in case["load"]["per_second"]]
+    assert min(answered[1:-1]) < max(answered) / 2, f"a second of the pause answered less: {answered}"
+    audit = case["audit"]
+    assert audit["accepted"] > 0 and audit["lost"] == 0 and audit["executed"] == audit["accepted"], output
+    assert redis.Redis.from_url(broker_redis_url).ping(), "the pause ended"

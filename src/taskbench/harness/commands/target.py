@@ -226,8 +226,14 @@ class TargetRunner:
                     if injector is not None:
                         injector.load_ended()
                     case.load = load.to_model()
-                    if missing.is_set():
-                        raise HarnessError(self._missing_message(load.ok, load.errors))
+                    if missing.is_set():  # the run's result says so too: no audit, one failure, status failed
+                        message = self._missing_message(load.ok, load.errors)
+                        self.say(message)
+                        case.failures = [message]
+                        case.summary = queue_summary(case.load, None, load_start=load_start, drained=False,
+                                                     fault=injector.record if injector is not None else None)
+                        case.status = "failed"
+                        return case
                     self.say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
                     with progress.phase("[target] drain", total=len(load.accepted_ids), executed=executed):
                         drained = drain(stack.procs, client, ledger, target=len(load.accepted_ids),
