@@ -158,16 +158,14 @@ def test_a_stalled_drain_stops_and_says_how_many_tasks_never_ran(client: redis.R
                                "when the workers were stopped (the audit counts them lost)"]
 
 
-def test_a_drain_that_times_out_with_tasks_still_running_says_so(client: redis.Redis, run_id: str) -> None:
-    # a backlog the workers were still working through when the time ran out: not tasks a fault lost,
-    # which a promise that allows losses may excuse (the runner reads still_running)
+def _drain_beside(client: redis.Redis, ledger: Any, records: int, **drain_args: Any) -> Any:
+    """A drain while a thread records ``records`` executions, one every 0.2 s (bounded), then stops."""
     import threading
 
-    ledger = _ledger(client, run_id, ["a"])
     stop = threading.Event()
 
     def work() -> None:
-        for i in range(100):  # bounded: 20 s at most, the drain's 2 s timeout ends it sooner
+        for i in range(records):
             if stop.wait(0.2):
                 return
             now = time.time()
@@ -177,11 +175,18 @@ def test_a_drain_that_times_out_with_tasks_still_running_says_so(client: redis.R
     worker.start()
     try:
         with ProcessSet(dict(os.environ)) as procs:
-            result = drain(procs, client, ledger, target=1000, accepted=["a", "never"], load_end=time.time(),
-                           timeout=2, say=lambda _: None, stall=30.0)
+            return drain(procs, client, ledger, target=1000, accepted=["a", "never"], load_end=time.time(),
+                         say=lambda _: None, **drain_args)
     finally:
         stop.set()
         worker.join()
+
+
+def test_a_drain_that_times_out_with_tasks_still_running_says_so(client: redis.Redis, run_id: str) -> None:
+    # a backlog the workers were still working through when the time ran out: not tasks a fault lost,
+    # which a promise that allows losses may excuse (the runner reads still_running); 100 records: 20 s at
+    # most, the drain's 2 s timeout ends it sooner
+    result = _drain_beside(client, _ledger(client, run_id, ["a"]), 100, timeout=2, stall=30.0)
     assert not result.drained and result.still_running
     assert result.ended == "drain timeout: 2 s after the load ended, tasks still running", result.ended
 
@@ -196,29 +201,9 @@ def test_a_drain_that_times_out_with_nothing_running_is_not_still_running(client
 
 
 def test_a_short_drain_whose_tasks_ran_early_is_not_still_running(client: redis.Redis, run_id: str) -> None:
-    # what a killed API's successor does: its own last tasks run in the drain's first second, then
-    # nothing, for the tasks the kill took never come; a 3 s drain was not cut off in a backlog
-    import threading
-
-    ledger = _ledger(client, run_id, ["a"])
-    stop = threading.Event()
-
-    def work() -> None:
-        for i in range(3):  # bounded: three records in the first 0.6 s
-            if stop.wait(0.2):
-                return
-            now = time.time()
-            ledger.record_sync(client, f"r{i}", now, now, now + 0.001)
-
-    worker = threading.Thread(target=work)
-    worker.start()
-    try:
-        with ProcessSet(dict(os.environ)) as procs:
-            result = drain(procs, client, ledger, target=1000, accepted=["a", "never"], load_end=time.time(),
-                           timeout=3, say=lambda _: None, stall=None)
-    finally:
-        stop.set()
-        worker.join()
+    # what a killed API's successor does: its own last tasks run in the drain's first second (three
+    # records in 0.6 s), then nothing, for the tasks the kill took never come: a 3 s drain was not cut off
+    result = _drain_beside(client, _ledger(client, run_id, ["a"]), 3, timeout=3, stall=None)
     assert not result.drained and not result.still_running, result.ended
     assert result.ended == "drain timeout: 3 s after the load ended", result.ended
 
