@@ -479,8 +479,8 @@ class Runner:
         if due is None or due - load_end <= timeout:
             return timeout
         longer = min(3600.0, due - load_end)
-        say(f"the drain waits up to {longer:.0f} s (not --drain-timeout's {timeout:.0f} s): {name} promises a "
-            f"killed worker's tasks back within {wait:.0f} s of the kill")
+        say(f"the drain waits up to {longer:.0f} s (not {timeout:.0f} s): {name} promises a killed worker's tasks "
+            f"back within {wait:.0f} s of the kill")
         return longer
 
     def _promise(self, name: str, case: QueueCase) -> Promise:
