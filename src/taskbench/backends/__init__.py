@@ -190,10 +190,32 @@ def _rq_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
                     source=_RQ_SOURCE)
 
 
+#: RQ's IntermediateQueue.should_be_cleaned_up: a job first seen outside the started registry is cleaned
+#: up at a maintenance more than this many seconds later
+RQ_INTERMEDIATE_AGE: Final = 60
+
+
+def rq_retry_after(settings: Mapping[str, Any]) -> float:
+    """Seconds after a kill by which RQ with Retry has enqueued every job of the dead worker again.
+
+    A job the worker had started is abandoned at the first maintenance after its heartbeat TTL (at most
+    ``maintenance_interval`` + one idle dequeue, ``worker_ttl - 15``, apart). A job it had taken off the
+    queue (BLMOVE into the intermediate queue, already in the started registry) but not yet marked started
+    takes two maintenances more: the started registry's cleanup skips it (its status is still ``queued``)
+    and drops its entry, the intermediate queue's cleanup at that same maintenance only notes it as first
+    seen, and a maintenance more than 60 s later retries it (measured with RQ's defaults: 6 of a killed
+    pool's 10 jobs were such, and came back after the third maintenance, past the 1095 s the started
+    jobs alone need)."""
+    interval, dequeue = float(settings["rq_maintenance_interval"]), float(settings["rq_worker_ttl"]) - 15
+    return RQ_HEARTBEAT_TTL + interval + dequeue + max(RQ_INTERMEDIATE_AGE, interval) + dequeue
+
+
 def _rq_retry_promise(_broker: str, settings: Mapping[str, Any]) -> Delivery:
-    after = RQ_HEARTBEAT_TTL + settings["rq_maintenance_interval"] + settings["rq_worker_ttl"] - 15
+    after = rq_retry_after(settings)
     return Delivery(after=after,
-                    recovery=f"Retry(max=3): a dead worker's job is enqueued again once {_rq_wait(settings)}: "
+                    recovery=f"Retry(max=3): a dead worker's job is enqueued again once {_rq_wait(settings)}; "
+                             f"a job it had taken off the queue but not started, two maintenances later (RQ's "
+                             f"intermediate queue: first seen, then retried over {RQ_INTERMEDIATE_AGE} s on): "
                              f"back within {after:g} s",
                     source=f"{_RQ_SOURCE}; rq/job.py Retry")
 

@@ -44,8 +44,11 @@ is still ``started`` is an ``AbandonedJobError``; with retries left (``Retry``) 
 (``job.retry``), otherwise it is moved to the FailedJobRegistry and never runs (``rq/registry.py``).
 So ``rq`` is at-most-once (a dead worker's job is failed after the TTL) and ``rq-retry``, the same
 wiring with ``Retry(max=RETRIES)``, at-least-once: back after the TTL plus up to a maintenance interval
-and a dequeue timeout. A job a dead worker had moved to the intermediate queue but not started goes
-back to the queue at the same maintenance (``IntermediateQueue.cleanup``). A broker restart: the
+and a dequeue timeout. A job a dead worker had moved to the intermediate queue but not started is in
+the started registry too, with status ``queued``: that maintenance's registry cleanup skips it and drops
+its entry, ``IntermediateQueue.cleanup`` then notes it as first seen, and a maintenance over 60 s later
+fails it (``rq``) or enqueues it again (``rq-retry``): two maintenances after the others (measured with
+RQ's defaults: 6 of a killed pool's 10 jobs; ``backends.rq_retry_after``). A broker restart: the
 workers' dequeue retries a lost connection (``dequeue_job_and_maintain_ttl``), a horse that cannot
 reach Redis fails its job, and what the broker kept (``--redis-fsync always``) is still queued.
 """

@@ -214,7 +214,7 @@ def still_running_window(timeout: float, stall: float | None) -> float:
     than a third of the drain's own time (at least 1 s). A drain that saw its last tasks run well before
     its end (a killed API's successor finishing its own tasks early in a 3 s drain; an at-most-once
     worker done with its backlog while the drain waits out a long redelivery bound for what the kill
-    took) was not cut off: a window as long as the stall bound (2 x RQ's 1095 s) would call it so."""
+    took) was not cut off: a window as long as the stall bound (2 x RQ's 2100 s) would call it so."""
     return min(stall or STILL_RUNNING, STILL_RUNNING, max(1.0, timeout / 3))
 
 

@@ -468,7 +468,7 @@ class Runner:
     def _wait_for_redelivery(self, name: str, timeout: float, record: FaultRecord, load_start: float,
                              load_end: float, say: Say) -> float:
         """The drain's timeout, long enough for what ``name`` promises to bring back after the fault: a
-        dead worker's tasks return ``redelivery_wait`` after the kill (RQ with Retry: up to 1095 s with RQ's
+        dead worker's tasks return ``redelivery_wait`` after the kill (RQ with Retry: up to 2100 s with RQ's
         defaults), and a drain that stopped first would count the promise broken. Within an hour."""
         cfg = self.config
         fault = cfg.fault
