@@ -229,6 +229,23 @@ def test_open_model_at_a_modest_rate(port: int) -> None:
     assert res.unsent == 0
 
 
+def test_an_open_load_for_a_duration_sends_rate_times_duration_even_when_its_loop_is_late(port: int) -> None:
+    # a busy machine wakes the driver's loop late: the arrivals due meanwhile go out at once, but none due at
+    # or after the duration's end, and the stop's timer, due meanwhile too, cuts none of them (4 s at 20/s
+    # must be 80: a busy CI machine saw more, a late start fewer)
+    template = RequestTemplate(host="127.0.0.1", port=port, path="/ok", body=BODY)
+
+    async def late() -> LoadResult:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.2, time.sleep, 0.5)  # the whole loop blocked from 0.2 s to 0.7 s, past the end
+        return await run_load_async(template, LoadSpec(model="open", rate=100.0, users=8, duration=0.4,
+                                                       timeout=5.0))
+
+    res = asyncio.run(late())
+    _check_consistent(res)
+    assert res.intended == 40 and res.requests == 40, (res.intended, res.requests)
+
+
 def test_paced_users_send_at_most_one_request_per_pace(port: int) -> None:
     """Locust's constant_pacing: 5 users paced at 0.2 s for 1 s send about 25 requests, not thousands."""
     _reset(port)

@@ -303,10 +303,12 @@ class Engine:
     def _arrivals(self, start: float) -> list[tuple[float, float, float, str]]:
         """The open model's stretches as (from, until, interval, id prefix), perf_counter times: one
         stretch at ``rate`` until the run's bound, or one per stage of the schedule (a rate of 0 sends
-        nothing in its stage)."""
+        nothing in its stage). A duration bounds the arrivals themselves: rate x duration of them, never
+        one due at or after it, even when a late wake-up of the loop runs past the stop's timer (a busy
+        machine sent 142 requests for 4 s at 20, 10 and 5 per second)."""
         if not self.spec.schedule:
             assert self.spec.rate is not None
-            return [(start, float("inf"), 1.0 / self.spec.rate, "")]
+            return [(start, start + self.spec.max_duration, 1.0 / self.spec.rate, "")]
         out, at = [], start
         for stage in self.spec.schedule:
             self.stage_starts.append(at)
@@ -356,8 +358,10 @@ class Engine:
         """Run to the spec's bound; returns this process's (unfinalized) result."""
         loop = asyncio.get_running_loop()
         self.t0 = perf_counter()
-        # a schedule ends with its last stage; its bound is a backstop that never cuts the last arrivals
-        stopper = loop.call_later(self.spec.max_duration + (1.0 if self.spec.schedule else 0.0), self.stop)
+        # the open model's arrivals end at their own bound (its stages', or the duration from its start): the
+        # stop is a backstop that never cuts the last ones short, even when the loop wakes late past it
+        open_model = bool(self.spec.schedule) or self.spec.model == "open"
+        stopper = loop.call_later(self.spec.max_duration + (1.0 if open_model else 0.0), self.stop)
         sweeper = loop.create_task(self._sweep())
         try:
             if self.spec.model == "open":
