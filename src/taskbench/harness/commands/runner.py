@@ -330,10 +330,11 @@ class Runner:
                     if injector is not None:
                         injector.load_ended()
                     case.load = load.to_model()
-                    say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
                     with progress.phase(f"[{name}] drain", total=len(load.accepted_ids),
                                         executed=lambda: executed() - warm_accepted,
                                         accepted=lambda: len(load.accepted_ids)):
+                        # said inside the drain's phase: an interrupt after this line names the drain
+                        say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
                         if backend.fans_out:  # every worker runs its own copy: wait until the copies stop
                             drained = settle(stack.procs, client, ledger, accepted=load.accepted_ids,
                                              load_end=load_end, timeout=cfg.drain_timeout, say=say)
