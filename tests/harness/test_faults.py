@@ -11,7 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from taskbench.harness.faults.kinds import Fault
+from taskbench.driver import LoadSpec
+from taskbench.harness.faults.kinds import Fault, paced_for
 from taskbench.harness.faults.recovery import recovery
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.wait import wait_until
@@ -47,6 +48,32 @@ def test_fault_spec() -> None:
 def _steady(start: float, end: float, per_s: int) -> list[float]:
     n = round((end - start) * per_s)
     return [start + i / per_s for i in range(n)]
+
+
+def test_a_count_bounded_load_is_paced_past_its_fault() -> None:
+    # 3000 requests over 100 users, a kill at 2 s: each user at most one every 0.133 s, 750 req/s at most,
+    # so the 3000 take at least 4 s (2 x the fault's end) on a backend that could take them in one
+    load = LoadSpec(users=100, requests=3000)
+    paced, line = paced_for(load, Fault.parse("kill-worker@2")) or (None, "")
+    assert paced is not None and paced.pace == pytest.approx(4 * 100 / 3000)
+    assert paced.requests == 3000 and paced.users == 100 and paced.duration is None
+    assert "spread over at least 4 s" in line and "at most 750 req/s" in line
+    # the fault's end: a stall's duration, a repeating kill's second time
+    stall, _ = paced_for(load, Fault.parse("stall-broker@2+3")) or (None, "")
+    assert stall is not None and stall.pace == pytest.approx(10 * 100 / 3000)
+    again, _ = paced_for(load, Fault.parse("kill-worker@2/2")) or (None, "")
+    assert again is not None and again.pace == pytest.approx(8 * 100 / 3000)
+
+
+@pytest.mark.parametrize("load", [
+    LoadSpec(users=100, requests=3000, duration=10),  # its own length
+    LoadSpec(users=100, requests=3000, pace=0.5),  # its own pace
+    LoadSpec(model="open", rate=100, requests=3000),  # its own rate
+    LoadSpec(users=10, duration=5),  # no count
+])
+def test_a_load_with_its_own_length_or_rate_is_not_paced(load: LoadSpec) -> None:
+    assert paced_for(load, Fault.parse("kill-worker@2")) is None
+    assert paced_for(LoadSpec(users=100, requests=3000), None) is None
 
 
 def test_recovery_is_the_gap_until_half_the_earlier_rate() -> None:
@@ -187,11 +214,12 @@ def test_interrupt_after_a_fault_leaves_no_process(redis_url: str, out_dir: Path
 
 @pytest.mark.slow
 def test_a_fault_due_after_a_short_load_hits_the_backlog_in_the_drain(out_dir: Path) -> None:
-    # 300 requests leave in well under a second; 300 tasks of 40 ms at concurrency 2 take about 6 s to
-    # run: the broker's restart at 2 s comes while the backlog is on it (AOF fsync always: kept)
+    # 300 requests in a second (a load of its own length: not paced to the fault); 300 tasks of 40 ms
+    # at concurrency 2 take about 6 s to run: the broker's restart at 2 s comes while the backlog is on
+    # it (AOF fsync always: kept)
     code, out, started = _run(
-        ["run", "--backends", "saq", "--output", str(out_dir), "--requests", "300", "--users", "10",
-         "--warmup", "0", "--io-delay", "0.04", "--concurrency", "2", "--fault", "restart-broker@2",
+        ["run", "--backends", "saq", "--output", str(out_dir), "--model", "open", "--rate", "300",
+         "--duration", "1", "--users", "10", "--warmup", "0", "--io-delay", "0.04", "--concurrency", "2", "--fault", "restart-broker@2",
          "--saq-retries", "3"])  # at-least-once (SAQ's default, 1, re-runs nothing)
     case = json.loads(next(out_dir.glob("*/result.json")).read_text())["cases"][0]
     fault, load = case["fault"], case["load"]
@@ -207,7 +235,7 @@ def test_a_fault_due_after_a_short_load_hits_the_backlog_in_the_drain(out_dir: P
 def test_a_fault_due_after_the_whole_run_fails_the_case(redis_url: str, out_dir: Path) -> None:
     code, out, _ = _run(
         ["run", "--backends", "arq", "--redis-url", redis_url, "--output", str(out_dir), "--requests", "50",
-         "--users", "5", "--warmup", "0", "--fault", "kill-worker@60"])
+         "--duration", "1", "--users", "5", "--warmup", "0", "--fault", "kill-worker@60"])
     case = json.loads(next(out_dir.glob("*/result.json")).read_text())["cases"][0]
     assert case["fault"]["injected"] is False and case["summary"]["lost"] == 0
     assert "before the fault was due at 60 s: nothing was injected" in case["fault"]["note"]

@@ -47,6 +47,7 @@ from taskbench.harness.config import RunConfig
 from taskbench.harness.faults import broker_restart
 from taskbench.harness.faults.context import Broker
 from taskbench.harness.faults.injector import Injector
+from taskbench.harness.faults.kinds import paced_for
 from taskbench.harness.faults.recovery import fault_verdict, promise_of, summarize, unkept_promises
 from taskbench.harness.faults.stalls import Patient, redis_client, server_of
 from taskbench.harness.load import figures as load_figures
@@ -80,7 +81,11 @@ def write_result(path: Path, result: Result) -> None:
 
 class Runner:
     def __init__(self, config: RunConfig, say: Say = print, run_id: str | None = None) -> None:
-        self.config = config
+        # a count-bounded load that a fast backend would finish before its fault is due is paced (said
+        # when the run starts; the result's config holds the pace)
+        paced = None if config.phases or config.rate_search or config.soak else paced_for(config.load, config.fault)
+        self.pace_line = None if paced is None else paced[1]
+        self.config = config if paced is None else replace(config, load=paced[0])
         self.say = say
         self.run_id = run_id or f"{stamp()}-{os.getpid()}"
         self.out_dir = config.output / self.run_id
@@ -94,6 +99,8 @@ class Runner:
         """Every case; on Ctrl-C or SIGTERM, ``result.json`` marked interrupted with what was measured."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         result = Result(kind="run", config=self.config.to_dict(), **result_header(self.run_id, self.root))
+        if self.pace_line:
+            self.say(self.pace_line)
         with registered(self.config.output, self.say):
             try:
                 return self._run(result)

@@ -24,13 +24,14 @@ what the fault cost (lost and duplicated tasks) and :mod:`.recovery` how long th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from taskbench.driver import LoadSpec
 from taskbench.harness.faults import broker_restart
 from taskbench.harness.faults.actions import kill_and_restart, pause_worker, stall_broker, stall_problem
 from taskbench.harness.faults.context import Broker, FaultContext
 
-__all__ = ["KINDS", "Fault", "FaultKind", "delay_of"]
+__all__ = ["KINDS", "Fault", "FaultKind", "delay_of", "paced_for"]
 
 
 @dataclass(frozen=True)
@@ -135,3 +136,39 @@ class Fault:
     def join_timeout(self, ready_timeout: float) -> float:
         """How long the load's end may wait for the injector: its duration, a restart, a margin."""
         return (self.duration or 0.0) + ready_timeout + 30
+
+    @property
+    def ends(self) -> float:
+        """Seconds after the load's start when the fault is over (a repeating one: its second time)."""
+        return self.at + (self.duration or self.period or 0.0)
+
+
+#: a count-bounded load with a fault lasts at least this many times the fault's end
+SPAN_PER_FAULT_END = 2.0
+
+
+def paced_for(load: LoadSpec, fault: Fault | None) -> tuple[LoadSpec, str] | None:
+    """``load`` paced so that its requests last at least twice until ``fault`` is over, and the line that
+    says so; None when the load needs no pace.
+
+    A fault is due T seconds into the load. A closed load bounded only by its number of requests ends
+    whenever the backend is done with them: a fast one (Huey takes 3000 requests in about a second
+    here) would be over, backlog and all, before a kill at 2 s, and the case would measure nothing.
+    Such a load gets a pace (Locust's ``constant_pacing``, ``LoadSpec.pace``) that spreads its requests
+    over ``2 x`` the fault's end: a cap on the rate (``users / pace``) that a backend slower than it never
+    meets, so its load is the one asked for. A load with a rate, a duration, a pace or a schedule of its
+    own is left as the user gave it.
+    """
+    if fault is None or load.model == "open" or load.requests is None or load.requests < 1:
+        return None
+    if load.duration is not None or load.pace is not None or load.schedule:
+        return None
+    span = SPAN_PER_FAULT_END * fault.ends
+    pace = span * load.users / load.requests
+    if pace <= 0 or pace > 3600:
+        return None
+    paced = replace(load, pace=pace)
+    line = (f"the fault is due {fault.at:g} s into the load: its {load.requests} requests are spread over at least "
+            f"{span:g} s (at most {load.users / pace:.0f} req/s, each user at most one every {pace:.3g} s), so that "
+            f"a fast backend is still loaded when the fault comes (--duration sets the load's length instead)")
+    return paced, line
