@@ -605,4 +605,5 @@ def describe_load(spec: LoadSpec) -> str:
     if spec.duration:
         bounds.append(f"{spec.duration:g} s")
     rate = f" at {spec.rate:g}/s" if spec.model == "open" else ""
-    return f"{spec.model} model, {spec.users} users{rate}, {' or '.join(bounds)}"
+    pace = f", each at most one every {spec.pace:.3g} s" if spec.pace else ""
+    return f"{spec.model} model, {spec.users} users{rate}{pace}, {' or '.join(bounds)}"
