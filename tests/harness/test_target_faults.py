@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 
 from taskbench.harness.faults.kinds import Fault
@@ -39,3 +42,18 @@ def test_the_api_is_killed_only_when_the_harness_started_it() -> None:
     with pytest.raises(ValueError, match="needs --api-cmd"):
         _on("kill-api@3")
     assert _on("kill-api@3", api_cmd="uvicorn app:app").describe() == "kill-api@3"
+
+
+def test_a_count_bounded_load_on_a_target_is_paced_past_its_fault(tmp_path: Path) -> None:
+    # as on the reference stack: a fast service's 3000 requests would be over before a kill at 2 s
+    from taskbench.driver import LoadSpec
+    from taskbench.harness.commands.target import TargetConfig, TargetRunner
+
+    fault = _on("kill-worker@2", worker_cmd="python -m my_worker")
+    config = TargetConfig(url="http://127.0.0.1:8000/tasks", load=LoadSpec(users=100, requests=3000), fault=fault,
+                          worker_cmd="python -m my_worker", output=tmp_path)
+    runner = TargetRunner(config, say=lambda _: None)
+    assert runner.config.load.pace == pytest.approx(4 * 100 / 3000) and runner.config.fault == fault
+    assert runner.pace_line is not None and "spread over at least 4 s" in runner.pace_line
+    own = TargetRunner(dataclasses.replace(config, load=LoadSpec(users=100, requests=3000, duration=6)))
+    assert own.config.load.pace is None and own.pace_line is None

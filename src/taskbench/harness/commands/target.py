@@ -40,6 +40,7 @@ from taskbench.harness.commands.phases import drain, queue_status, queue_summary
 from taskbench.harness.commands.runner import stamp, write_result
 from taskbench.harness.faults.context import Broker
 from taskbench.harness.faults.injector import Injector
+from taskbench.harness.faults.kinds import paced_for
 from taskbench.harness.faults.on_target import TargetFault
 from taskbench.harness.faults.recovery import broken_promises, promise_of, summarize, unkept_promises
 from taskbench.harness.faults.stalls import redis_client
@@ -142,7 +143,9 @@ class TargetRunner:
     """One case: the user's service under load, its ledger audited (see the module's docstring)."""
 
     def __init__(self, config: TargetConfig, say: Say = print, run_id: str | None = None) -> None:
-        self.config = config
+        paced = paced_for(config.load, config.fault)  # as the reference stack's (Runner): past the fault
+        self.pace_line = None if paced is None else paced[1]
+        self.config = config if paced is None else dataclasses.replace(config, load=paced[0])
         self.say = say
         self.run_id = run_id or f"{stamp()}-{os.getpid()}"
         self.out_dir = config.output / self.run_id
@@ -158,6 +161,8 @@ class TargetRunner:
             reachable(cfg.url)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         result = Result(kind="run", config=cfg.to_dict(), **result_header(self.run_id, self.root))
+        if self.pace_line:
+            self.say(self.pace_line)
         with registered(cfg.output, self.say):
             case = self._case(result)
         result.cases.append(case)
