@@ -158,8 +158,10 @@ def test_a_stalled_drain_stops_and_says_how_many_tasks_never_ran(client: redis.R
                                "when the workers were stopped (the audit counts them lost)"]
 
 
-def _drain_beside(client: redis.Redis, ledger: Any, records: int, **drain_args: Any) -> Any:
-    """A drain while a thread records ``records`` executions, one every 0.2 s (bounded), then stops."""
+def _drain_beside(client: redis.Redis, ledger: Any, records: int, *, accepted: tuple[str, ...] = ("a", "never"),
+                  target: int = 1000, **drain_args: Any) -> Any:
+    """A drain while a thread records ``records`` executions (``r0``, ``r1``, ...), one every 0.2 s
+    (bounded), then stops."""
     import threading
 
     stop = threading.Event()
@@ -175,8 +177,8 @@ def _drain_beside(client: redis.Redis, ledger: Any, records: int, **drain_args: 
     worker.start()
     try:
         with ProcessSet(dict(os.environ)) as procs:
-            return drain(procs, client, ledger, target=1000, accepted=["a", "never"], load_end=time.time(),
-                         say=lambda _: None, **drain_args)
+            return drain(procs, client, ledger, target=target, accepted=list(accepted), load_end=time.time(),
+                         **{"say": lambda _: None, **drain_args})
     finally:
         stop.set()
         worker.join()
@@ -206,6 +208,30 @@ def test_a_short_drain_whose_tasks_ran_early_is_not_still_running(client: redis.
     result = _drain_beside(client, _ledger(client, run_id, ["a"]), 3, timeout=3, stall=None)
     assert not result.drained and not result.still_running, result.ended
     assert result.ended == "drain timeout: 3 s after the load ended", result.ended
+
+
+def test_a_drain_that_follows_its_backlog_goes_on_while_tasks_run(client: redis.Redis, run_id: str) -> None:
+    # the timeout was an estimate from the load's pace (taskbench run without --drain-timeout): 1 s for a
+    # backlog of 15 tasks that run one every 0.2 s (3 s): the drain goes on at its own pace and drains
+    ids = tuple(f"r{i}" for i in range(15))
+    said: list[str] = []
+    result = _drain_beside(client, _ledger(client, run_id, []), 15, accepted=ids, target=15, timeout=1, stall=30.0,
+                           follow=60.0, say=said.append)
+    assert result.drained and result.ended is None, (result.ended, said)
+    assert said and said[0].startswith("the drain goes on up to ") and "tasks/s in the drain" in said[0], said
+    # a fixed wait (--drain-timeout given: no follow) stops at its timeout with the tasks still running
+    fixed = _drain_beside(client, _ledger(client, f"{run_id}:fixed", []), 15, accepted=ids, target=15, timeout=1,
+                          stall=30.0)
+    assert not fixed.drained and fixed.still_running, fixed.ended
+
+
+def test_a_followed_drain_ends_at_the_latest_and_without_a_pace() -> None:
+    from taskbench.harness.commands.phases import extended
+
+    assert extended(done=100, seconds=10, left=100, now=1000, latest=5000) == 1000 + 1.5 * 10 + 30
+    assert extended(done=100, seconds=10, left=10**6, now=1000, latest=5000) == 5000
+    assert extended(done=0, seconds=10, left=100, now=1000, latest=5000) is None
+    assert extended(done=100, seconds=10, left=0, now=1000, latest=5000) is None
 
 
 def test_the_still_running_window() -> None:

@@ -128,13 +128,16 @@ def supervised(procs: ProcessSet, revive: Callable[[Managed], str | None] | None
 
 def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accepted: list[str], load_end: float,
           timeout: float, say: Say, revive: Callable[[Managed], str | None] | None = None,
-          stall: float | None = None) -> Drain:
+          stall: float | None = None, follow: float | None = None) -> Drain:
     """Wait until every accepted id ran, nothing is left that could run them, or the timeout passes.
 
     A Redis that does not answer is "not drained yet": retried with backoff, within the same deadline.
     ``stall``: also stop once no task has run for that many seconds (a worker that stopped consuming,
     tasks answered 2xx that never reached the broker, what a restarted broker forgot): the tasks not
     run by then are the audit's lost ones, instead of waiting out a long ``timeout``.
+    ``follow``: the timeout is an estimate (``taskbench run`` without ``--drain-timeout``): a drain
+    still running its backlog when it passes goes on for what is left at the drain's own pace
+    (:func:`extended`), said in one line, until ``follow`` seconds after the load at the most.
     """
     deadline = load_end + timeout
     result = Drain(drained=False, deadline=deadline)
@@ -144,12 +147,15 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
 
     progress_at, last_count = time.time(), -1
     ran_at: float | None = None  # when the count last grew while the drain watched it
+    started, first_count = time.time(), -1  # the drain's first count, and when: its own pace (follow)
 
     def counted() -> bool:
-        nonlocal waiting, progress_at, last_count, ran_at
+        nonlocal waiting, progress_at, last_count, ran_at, started, first_count
         # the count is cheap; it can reach the target early when tasks whose 2xx never reached the
         # driver ran (an API killed between enqueue and answer), so the ids decide
         count = ledger.executed_count(client)
+        if first_count < 0:
+            started, first_count = time.time(), count
         if count != last_count:
             if last_count >= 0:
                 ran_at = time.time()
@@ -190,8 +196,21 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
         return None
 
     try:
-        result.drained = bool(wait_until(done, max(0.0, deadline - time.time()), abort=hopeless,
-                                         raise_on_timeout=False))
+        while True:
+            result.drained = bool(wait_until(done, max(0.0, deadline - time.time()), abort=hopeless,
+                                             raise_on_timeout=False))
+            now = time.time()
+            running = ran_at is not None and now - ran_at < still_running_window(timeout, stall)
+            later = None if result.drained or follow is None or not running or first_count < 0 else extended(
+                done=last_count - first_count, seconds=now - started, left=target - last_count,
+                now=now, latest=load_end + follow)
+            if later is None or later <= deadline + 1:
+                break
+            say(f"the drain goes on up to {later - load_end:.0f} s after the load: {target - last_count} tasks "
+                f"left at {(last_count - first_count) / max(1e-9, now - started):.1f} tasks/s in the drain "
+                f"(--drain-timeout sets a fixed wait)")
+            deadline = result.deadline = later
+            timeout = later - load_end
     except WaitTimeoutError:
         return result
     if not result.drained:
@@ -201,6 +220,15 @@ def drain(procs: ProcessSet, client: Any, ledger: Ledger, *, target: int, accept
         if result.still_running:
             result.ended += ", tasks still running"
     return result
+
+
+def extended(*, done: int, seconds: float, left: int, now: float, latest: float) -> float | None:
+    """When a drain that ran ``done`` tasks in ``seconds`` and has ``left`` to go should end: 1.5 times
+    what is left at that pace, plus 30 s, from ``now``, and no later than ``latest``; None when it ran
+    nothing (no pace to go by) or nothing is left."""
+    if done <= 0 or seconds <= 0 or left <= 0:
+        return None
+    return min(latest, now + 1.5 * left / (done / seconds) + 30)
 
 
 #: seconds: a drain that timed out with an execution this recent (when it has no stall window) was

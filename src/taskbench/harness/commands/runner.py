@@ -364,7 +364,8 @@ class Runner:
                                                                     load_end, say)
                             drained = drain(stack.procs, client, ledger, target=warm_accepted + len(load.accepted_ids),
                                             accepted=load.accepted_ids, load_end=load_end, timeout=timeout,
-                                            say=say, revive=supervisor, stall=stall)
+                                            say=say, revive=supervisor, stall=stall,
+                                            follow=LONGEST_DRAIN if follows_backlog(cfg) else None)
                             case.revived = revived_in_load + drained.revived
                             if drained.drained:  # requests the driver gave up on may still be running
                                 quiet(client, ledger, say=say, failed=load.failed_ids)
@@ -588,12 +589,23 @@ def redelivery_deadline(kills: list[float], fault_at: float | None, wait: float)
 def drain_timeout(cfg: RunConfig, accepted: int, executed: int, seconds: float) -> float:
     """``--drain-timeout``, or for phases (whose backlog is a figure, not a failure) and for a run that was not
     given one (``drain_follows_backlog``) long enough for the backlog left at the load's end at the pace the
-    workers kept during it: 1.5 times that, plus 30 s, within an hour. A stalled drain still ends after
-    ``--drain-stall`` without an execution."""
-    if not (cfg.phases or cfg.drain_follows_backlog) or executed <= 0 or seconds <= 0:
+    workers kept during it: 1.5 times that, plus 30 s, within an hour; a drain slower than that pace goes on
+    at its own (``follow``). A stalled drain still ends after ``--drain-stall`` without an execution."""
+    if not follows_backlog(cfg) or executed <= 0 or seconds <= 0:
         return cfg.drain_timeout
     pace = executed / seconds
-    return min(3600.0, max(cfg.drain_timeout, 1.5 * max(0, accepted - executed) / pace + 30))
+    return min(LONGEST_DRAIN, max(cfg.drain_timeout, 1.5 * max(0, accepted - executed) / pace + 30))
+
+
+#: seconds after the load: the longest a drain that follows its backlog waits
+LONGEST_DRAIN = 3600.0
+
+
+def follows_backlog(cfg: RunConfig) -> bool:
+    """Whether the drain's timeout is an estimate that follows the backlog (phases, whose backlog is a
+    figure; ``taskbench run`` without ``--drain-timeout``), not a fixed wait: the drain then goes on
+    while it still runs tasks, at its own pace, within :data:`LONGEST_DRAIN` (phases.drain's ``follow``)."""
+    return bool(cfg.phases or cfg.drain_follows_backlog)
 
 
 def describe_load(spec: LoadSpec) -> str:
