@@ -60,7 +60,8 @@ def run(
     drain_timeout: Annotated[float | None, params.option(
         "drain_timeout", help="seconds to wait for tasks after the load [default: 120, or longer while the "
                               "backlog left at the load's end needs it at the pace the workers kept during the "
-                              "load: 1.5 x that + 30 s, within an hour; a value given here is kept]")] = None,
+                              "load: 1.5 x that + 30 s, and on while tasks still run at the drain's own pace, "
+                              "within an hour; a value given here is kept]")] = None,
     drain_stall: Annotated[float, params.option("drain_stall")] = params.default("drain_stall"),
     pin: Annotated[str, typer.Option(help="core placement: auto | off | 'api=0;workers=1;driver=1;redis=0'")] = "auto",
     api_port: Annotated[int | None, params.option("api_port")] = params.default("api_port"),
