@@ -305,7 +305,7 @@ def test_a_worker_started_again_gets_a_whole_stall_window(client: redis.Redis, r
 def test_the_drain_waits_for_a_promised_redelivery() -> None:
     # RQ with Retry promises a dead worker's job back within 1095 s of the kill with RQ's defaults: the
     # drain's deadline follows the last kill, or the fault's time when no kill has happened yet
-    from taskbench.harness.commands.runner import redelivery_deadline
+    from taskbench.harness.commands.drain_wait import redelivery_deadline
 
     assert redelivery_deadline([], None, 1095) is None
     assert redelivery_deadline([1000.0, 1010.0], None, 1095) == 1010 + 1095 + 109.5
