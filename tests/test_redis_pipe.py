@@ -37,6 +37,37 @@ def test_replies_come_back_to_their_callers_in_order(redis_url: str) -> None:
     assert mixed == [b"OK", b"x", None, 2]
 
 
+def test_a_held_batch_takes_the_next_turns_commands_and_leaves_at_its_bound(redis_url: str) -> None:
+    """``hold``: a batch waits up to that many loop turns for more commands; ``batch``: one that big
+    leaves at once. Five commands, one a turn: the first four leave together, the fifth after the
+    hold, once their replies are in (the group commit); a lone command still leaves, with no timer."""
+    from taskbench.redis_pipe import RedisPipe, address_of
+
+    async def main() -> tuple[list[object], int, object, int]:
+        address = address_of(redis_url)
+        assert address is not None
+        pipe = RedisPipe(address, hold=5, batch=4)
+        try:
+            await pipe.connect()
+            _, before = pipe.stats()
+            sent = []
+            for _ in range(5):
+                sent.append(pipe.submit("PING"))
+                await asyncio.sleep(0)  # one turn of the loop
+            replies = await asyncio.gather(*sent)
+            _, after = pipe.stats()
+            alone = await asyncio.wait_for(pipe.call("ECHO", "alone"), 10)
+            _, last = pipe.stats()
+            return replies, after - before, alone, last - after
+        finally:
+            await pipe.aclose()
+
+    replies, writes, alone, lone_writes = asyncio.run(main())
+    assert replies == [b"PONG"] * 5
+    assert writes == 2
+    assert (alone, lone_writes) == (b"alone", 1)
+
+
 def test_a_reply_error_is_redis_pys_response_error_and_the_connection_goes_on(redis_url: str) -> None:
     key = f"taskbench:test-pipe:{uuid.uuid4().hex}"
 

@@ -10,6 +10,11 @@ two runs is the ledger's own cost.
 the ledger on and one with it off, side by side on the same cores, each from its own run's queue: both
 see the same machine at the same moments, so a machine whose speed changes from second to second (a
 shared VM's does by ±30 %) moves both rates alike and their ratio hardly at all.
+
+A round is bounded in count and in time: it ends when every task ran or after ``seconds``, whichever
+comes first. Its steady rate is taken from the 10 % mark to the 90 % mark, each the moment that share of
+the tasks ran or that share of the seconds passed, whichever comes first: a backend that drains a few
+tasks a second (RQ forks a process a task) gets a figure from the tasks it ran in its time.
 """
 
 from __future__ import annotations
@@ -60,8 +65,10 @@ async def _enqueue(settings: Settings, tasks: int, parallel: int, workload: str)
 
 #: the workloads a drain may run: a task whose body is one Redis call, or none at all
 DRAIN_WORKLOADS = ("io/simple", NOOP)
-#: the shares of the tasks between which the steady drain rate is measured
+#: the shares of the tasks (or of the round's seconds) between which the steady drain rate is measured
 STEADY = (0.1, 0.9)
+#: the longest a round lasts by default, in seconds
+ROUND_SECONDS = 60.0
 
 
 def pair_run_ids(run_id: str) -> dict[bool, str]:
@@ -117,9 +124,10 @@ def _check_workload(workload: str) -> None:
         raise ValueError(f"a drain runs {' or '.join(DRAIN_WORKLOADS)}, not {workload!r}")
 
 
-def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.0, *,
+def measure(settings: Settings, tasks: int, log_dir: Path, seconds: float = ROUND_SECONDS, *,
             workload: str = "io/simple", worker_cpus: list[int] | None = None) -> dict[str, Any]:
-    """One worker drains ``tasks`` tasks enqueued beforehand: its rates and its CPU per task."""
+    """One worker drains ``tasks`` tasks enqueued beforehand, for at most ``seconds``: its rates and its
+    CPU per task."""
     import redis
 
     _check_workload(workload)
@@ -137,13 +145,14 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
 
         def drained() -> bool:
             count = worker.done()
+            now = time.perf_counter()
             for share in STEADY:
-                if share not in marks and count >= share * tasks:
-                    marks[share] = (time.perf_counter(), count)
+                if share not in marks and _reached(share, count, tasks, now - started, seconds):
+                    marks[share] = (now, count)
                     cpu[share] = worker.cpu()
-            return count >= tasks
+            return count >= tasks or (now - started >= seconds and len(marks) == len(STEADY))
 
-        wait_until(drained, timeout, interval=0.005, raise_on_timeout=False, abort=worker.exited)
+        wait_until(drained, seconds + 60, interval=0.005, raise_on_timeout=False, abort=worker.exited)
         drain_s = time.perf_counter() - started
         count = worker.done()
     finally:
@@ -155,6 +164,7 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
         "ledger": settings.ledger,
         "tasks": tasks,
         "executed": count,
+        "seconds": seconds,
         "enqueue_s": enqueue_s,
         "enqueue_per_s": tasks / enqueue_s,
         "drain_s": drain_s,
@@ -171,14 +181,15 @@ def measure(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.
 Snapshot = tuple[float, int, int, float, float]
 
 
-def measure_pair(settings: Settings, tasks: int, log_dir: Path, timeout: float = 600.0, *,
+def measure_pair(settings: Settings, tasks: int, log_dir: Path, seconds: float = ROUND_SECONDS, *,
                  workload: str = "io/simple", worker_cpus: list[int] | None = None,
                  first: bool = True) -> list[dict[str, Any]]:
     """Two runs of ``tasks`` tasks each (ids from :func:`pair_run_ids`), drained at once by two
-    workers on the same cores, the ledger on in one and off in the other; ``first``: the ledger mode
-    whose worker is started first. Returns a row per worker (ledger on first); each row's
-    ``steady_per_s`` and ``worker_cpu_us_per_task`` are taken over the *same* window: from the moment
-    both workers have executed 10 % of their tasks to the moment the first reaches 90 %."""
+    workers on the same cores for at most ``seconds``, the ledger on in one and off in the other;
+    ``first``: the ledger mode whose worker is started first. Returns a row per worker (ledger on
+    first); each row's ``steady_per_s`` and ``worker_cpu_us_per_task`` are taken over the *same*
+    window: from the moment both workers have executed 10 % of their tasks to the moment the first
+    reaches 90 % (or 10 % and 90 % of the seconds, when those come first)."""
     import redis
 
     _check_workload(workload)
@@ -204,18 +215,21 @@ def measure_pair(settings: Settings, tasks: int, log_dir: Path, timeout: float =
 
         def drained() -> bool:
             now = time.perf_counter()
+            elapsed = now - started
             counts = {True: on.done(), False: off.done()}
-            low, high = (share * tasks for share in STEADY)
-            for name, reached in (("first", max(counts.values()) >= low), ("both", min(counts.values()) >= low),
-                                  ("end", max(counts.values()) >= high)):
+            low, high = STEADY
+            most, least = max(counts.values()), min(counts.values())
+            for name, reached in (("first", _reached(low, most, tasks, elapsed, seconds)),
+                                  ("both", _reached(low, least, tasks, elapsed, seconds)),
+                                  ("end", _reached(high, most, tasks, elapsed, seconds))):
                 if reached and name not in moments:
                     moments[name] = (now, counts[True], counts[False], on.cpu(), off.cpu())
             for mode, count in counts.items():
                 if count >= tasks and mode not in finished:
-                    finished[mode] = now - started
-            return len(finished) == 2
+                    finished[mode] = elapsed
+            return len(finished) == 2 or (elapsed >= seconds and "end" in moments)
 
-        wait_until(drained, timeout, interval=0.005, raise_on_timeout=False, abort=exited)
+        wait_until(drained, seconds + 60, interval=0.005, raise_on_timeout=False, abort=exited)
         executed = {True: on.done(), False: off.done()}
     finally:
         for mode in order:
@@ -234,6 +248,7 @@ def measure_pair(settings: Settings, tasks: int, log_dir: Path, timeout: float =
             "first": mode == first,
             "tasks": tasks,
             "executed": executed[mode],
+            "seconds": seconds,
             "enqueue_s": enqueue_s[mode],
             "enqueue_per_s": tasks / enqueue_s[mode],
             "drain_s": drain_s,
@@ -244,6 +259,12 @@ def measure_pair(settings: Settings, tasks: int, log_dir: Path, timeout: float =
             "worker_cpus": workers[mode].cpus,
         })
     return rows
+
+
+def _reached(share: float, count: int, tasks: int, elapsed: float, seconds: float) -> bool:
+    """Whether a drain that has run ``count`` of its ``tasks`` in ``elapsed`` of its ``seconds`` is at its
+    ``share`` mark: that share of the tasks ran, or that share of the time passed with a task run."""
+    return count >= share * tasks or (count > 0 and elapsed >= share * seconds)
 
 
 def _window(moments: dict[str, Snapshot]) -> tuple[Snapshot, Snapshot] | None:

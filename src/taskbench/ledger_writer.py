@@ -8,7 +8,10 @@ Python, about 60 µs of a worker's CPU per record, a quarter of a no-op task. He
 once per process but for the task's own fields, and the records go on a connection that nobody else
 uses, written as a group commit (:mod:`taskbench.redis_pipe`, which the API's task-id claims use too):
 one write serves every record made while the one before was unanswered, and the replies, read in the
-order sent, resolve the tasks' futures.
+order sent, resolve the tasks' futures. A batch waits up to :data:`HOLD_TURNS` turns of the loop for
+the records of the worker's other running tasks, and leaves at once when it holds as many records as
+the worker runs tasks at once: with no hold, each of Taskiq's and FastStream's no-op tasks paid a write
+and a read of its own, 7 % of their drain rate (docs/benchmarks.md, "The ledger on no-op tasks").
 
 A lost connection fails the records waiting for a reply (their tasks raise, the library does not
 acknowledge them, so a record that did reach Redis shows as a second execution when the task runs
@@ -36,6 +39,8 @@ CONNECT_ATTEMPTS = 5
 CONNECT_BACKOFF = 0.05
 #: seconds one attempt (connect, AUTH, SELECT, SCRIPT LOAD) may take
 CONNECT_TIMEOUT = 10.0
+#: loop turns a batch of records waits for more before it is written (see the module's docstring)
+HOLD_TURNS = 10
 
 
 class LedgerConnectionError(PipeConnectionError):
@@ -48,10 +53,11 @@ class LedgerWriter:
 
     Use it from the event loop it was opened on only."""
 
-    def __init__(self, ledger: Ledger, address: dict[str, Any]) -> None:
+    def __init__(self, ledger: Ledger, address: dict[str, Any], *, concurrency: int = 0) -> None:
         self.ledger = ledger
         self._pipe = RedisPipe(address, on_connect=_load_script, attempts=CONNECT_ATTEMPTS,
-                               timeout=CONNECT_TIMEOUT, backoff=CONNECT_BACKOFF)
+                               timeout=CONNECT_TIMEOUT, backoff=CONNECT_BACKOFF, hold=HOLD_TURNS,
+                               batch=concurrency)
         # the part of a record's EVALSHA that is the same for every task, packed once
         self._plain = pack("EVALSHA", RECORD_SHA, 2, ledger.count_key, ledger.times_key, count=7)
         self._with_incr: dict[str, bytes] = {}
@@ -111,8 +117,9 @@ async def _load_script(send: Send) -> None:
         raise LedgerConnectionError(f"SCRIPT LOAD answered {sha!r}, not the record script's SHA1")
 
 
-def writer_for(ledger: Ledger, redis_url: str) -> LedgerWriter | None:
-    """A writer for the Redis at ``redis_url``; None for one it does not speak to (TLS), which redis-py
+def writer_for(ledger: Ledger, redis_url: str, *, concurrency: int = 0) -> LedgerWriter | None:
+    """A writer for the Redis at ``redis_url`` for a worker that runs ``concurrency`` tasks at once (a batch
+    that big leaves at once; 0: no bound); None for a Redis it does not speak to (TLS), which redis-py
     then serves as before."""
     address = address_of(redis_url)
-    return None if address is None else LedgerWriter(ledger, address)
+    return None if address is None else LedgerWriter(ledger, address, concurrency=concurrency)

@@ -10,6 +10,11 @@ turn; those sent while a batch is unanswered wait for its last reply and then le
 write (and about one read) serves a batch, which grows with the load, and a lone command waits for no
 timer. The replies, read in the order the commands were sent, resolve the callers' futures.
 
+``hold``: a batch may wait that many more turns of the loop for commands before it leaves (0: none),
+and ``batch``: one that big leaves at once. A busy worker's tasks reach their records a turn or a few
+apart, so with no hold each record left alone (1.0 a write for Taskiq and FastStream): a write and a
+read a task. An idle loop's turns take microseconds, so a held lone command is not kept waiting.
+
 Users: the worker's ledger records (:mod:`taskbench.ledger_writer`) and the API's task-id claims
 (:mod:`taskbench.service.claims`).
 
@@ -43,8 +48,11 @@ class PipeConnectionError(RedisConnectionError, ConnectionError):
 class _Protocol(asyncio.Protocol):
     """One Redis connection, written as a group commit (see the module's docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: int = 0, batch: int = 0) -> None:
         self.transport: asyncio.Transport | None = None
+        self._hold = hold  # loop turns a batch may wait for more commands
+        self._batch = batch  # a batch this big leaves at once (0: no bound)
+        self._turns = 0
         self.loop = asyncio.get_running_loop()
         self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
         self._reader = hiredis.Reader()
@@ -73,7 +81,16 @@ class _Protocol(asyncio.Protocol):
 
     def _schedule(self) -> None:
         self._scheduled = True
-        self.loop.call_soon(self._write)
+        self._turns = 0
+        self.loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        """At the end of a loop turn: write the batch, or let it wait one more turn for more commands."""
+        if self._turns < self._hold and self._out and not (self._batch and len(self._out) >= self._batch):
+            self._turns += 1
+            self.loop.call_soon(self._tick)
+        else:
+            self._write()
 
     def _write(self) -> None:
         self._scheduled = False
@@ -118,8 +135,11 @@ class RedisPipe:
     """
 
     def __init__(self, address: dict[str, Any], *, on_connect: Callable[[Send], Awaitable[None]] | None = None,
-                 attempts: int = 3, timeout: float = 5.0, backoff: float = 0.05) -> None:
+                 attempts: int = 3, timeout: float = 5.0, backoff: float = 0.05, hold: int = 0,
+                 batch: int = 0) -> None:
         self._address = address
+        self._hold = hold
+        self._batch = batch
         self._on_connect = on_connect
         self._attempts = attempts
         self._timeout = timeout
@@ -217,13 +237,16 @@ class RedisPipe:
             self._proto = proto
             return proto
 
+    def _protocol(self) -> _Protocol:
+        return _Protocol(self._hold, self._batch)
+
     async def _open(self) -> _Protocol:
         loop = asyncio.get_running_loop()
         address = self._address
         if address.get("path"):
-            _, proto = await loop.create_unix_connection(_Protocol, address["path"])
+            _, proto = await loop.create_unix_connection(self._protocol, address["path"])
         else:
-            _, proto = await loop.create_connection(_Protocol, address.get("host", "localhost"),
+            _, proto = await loop.create_connection(self._protocol, address.get("host", "localhost"),
                                                     int(address.get("port", 6379)))
         try:
             password = address.get("password")

@@ -50,7 +50,8 @@ class Workloads:
         self.settings = settings
         self.ledger = Ledger(settings.prefix)
         # the async path's records: on a connection of their own, pipelined (None: redis-py's, below)
-        self._writer = writer_for(self.ledger, settings.redis_url) if settings.ledger else None
+        self._writer = (writer_for(self.ledger, settings.redis_url, concurrency=settings.concurrency)
+                        if settings.ledger else None)
         self.metrics = task_metrics(settings.backend)
         self.counter_key = f"{settings.prefix}counter"
         # Under a burst a task waits for a connection rather than failing with "Too many connections"

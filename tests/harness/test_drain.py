@@ -39,6 +39,16 @@ def test_worker_cpu_per_task_is_the_cpu_between_the_marks_over_the_tasks_between
     assert _cpu_per_task(marks, {0.1: 3.4, 0.9: 3.0}) is None, "the worker was replaced between the marks"
 
 
+def test_a_mark_is_a_share_of_the_tasks_or_of_the_rounds_seconds_whichever_comes_first() -> None:
+    from taskbench.drain import _reached
+
+    assert _reached(0.1, 100, 1000, 0.5, 60.0), "10 % of the tasks ran"
+    assert not _reached(0.1, 99, 1000, 5.9, 60.0), "neither share yet"
+    assert _reached(0.1, 5, 1000, 6.0, 60.0), "10 % of the seconds passed: a slow backend gets its marks"
+    assert not _reached(0.9, 0, 1000, 60.0, 60.0), "a drain that ran nothing has no mark"
+    assert _reached(0.9, 300, 1000, 54.0, 60.0)
+
+
 def test_paired_window_runs_from_both_at_10_percent_to_the_first_at_90() -> None:
     from taskbench.drain import _window, _window_rates
 
@@ -175,6 +185,24 @@ def test_paired_drain_runs_both_modes_at_once_and_takes_the_median_of_the_rounds
     assert entry["ratio"] == pytest.approx(statistics.median(measured)), "the median of the rounds' ratios"
     assert list(tmp_path.glob("drain-*/drain-arq-ledger.log")), "the ledger-on worker's log"
     assert list(tmp_path.glob("drain-*/drain-arq-noledger.log")), "the ledger-off worker's log"
+
+
+def test_a_round_ends_after_its_seconds_with_the_rate_of_what_ran(redis_url: str, tmp_path: Path) -> None:
+    """arq runs ~200 no-op tasks a second here: 20,000 do not fit in a round of 6 s, which ends then
+    (bounded in time), its rate taken between 10 % and 90 % of those seconds."""
+    with _leaves_nothing_behind(redis_url):
+        out = subprocess.run([sys.executable, "-m", "taskbench", "drain", "--backends", "arq", "--tasks", "20000",
+                              "--round-seconds", "6", "--ledger", "on", "--workload", "noop",
+                              "--redis-url", redis_url, "--output", str(tmp_path), "--format", "json"],
+                             capture_output=True, text=True, timeout=300, check=False)
+        assert out.returncode == 0, out.stdout + out.stderr
+    (path,) = tmp_path.glob("drain-*/drain.json")
+    (row,) = json.loads(path.read_text())
+    assert row["seconds"] == 6.0
+    assert 0 < row["executed"] < 20_000, row
+    assert 6.0 <= row["drain_s"] < 6.0 + 5, "the round ended at its seconds, not at its tasks"
+    assert row["steady_per_s"] > 0 and row["worker_cpu_us_per_task"] > 0, row
+    assert json.loads(out.stdout)["backends"]["arq"]["on"] == pytest.approx(row["steady_per_s"])
 
 
 @pytest.mark.parametrize(("sig", "ledger"), [(signal.SIGTERM, "on"), (signal.SIGINT, "both")])

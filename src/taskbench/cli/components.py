@@ -199,6 +199,7 @@ def dashboard(
 
 def drain_case(
     tasks: Annotated[int, typer.Option(min=1)] = 20_000,
+    seconds: Annotated[float, typer.Option(min=1, max=86_400)] = 60.0,
     log_dir: Annotated[Path, typer.Option()] = Path("."),
     workload: Annotated[str, typer.Option()] = "io/simple",
     worker_cpus: Annotated[str, typer.Option(help="comma-separated cores for the worker process; empty: any")] = "",
@@ -217,10 +218,10 @@ def drain_case(
         fail(f"--paired must be on or off, not {paired!r}")
     try:
         if paired:
-            rows = measure_pair(settings(), tasks, log_dir, workload=workload, worker_cpus=cpus,
+            rows = measure_pair(settings(), tasks, log_dir, seconds, workload=workload, worker_cpus=cpus,
                                 first=paired == "on")
             print(json.dumps(rows))
             return
-        print(json.dumps(measure(settings(), tasks, log_dir, workload=workload, worker_cpus=cpus)))
+        print(json.dumps(measure(settings(), tasks, log_dir, seconds, workload=workload, worker_cpus=cpus)))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

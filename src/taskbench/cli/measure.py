@@ -54,6 +54,10 @@ def ceiling(
 def drain(
     backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "arq",
     tasks: Annotated[int, typer.Option(min=1, max=1_000_000, help="tasks per round")] = 5_000,
+    round_seconds: Annotated[float, typer.Option(
+        min=5, max=3_600,
+        help="the longest a round drains: it ends when its tasks ran or then, its rate taken over what ran "
+             "(a backend that runs a few tasks a second still gets a figure)")] = 60.0,
     concurrency: Annotated[int, params.option("concurrency", help="tasks at once in the worker")] = (
         params.default("concurrency")),
     ledger: Annotated[str, typer.Option(help="on | off | both (both measures the ledger's cost)")] = "both",
@@ -109,7 +113,7 @@ def drain(
         placement = drain_placement(pin)
         rows = run_drain(names, tasks=tasks, concurrency=concurrency, ledger_modes=modes,
                          redis_url=redis_url, output=output, workload=workload, repeat=repeat, placement=placement,
-                         paired=paired, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+                         paired=paired, seconds=round_seconds, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
     except OSError as exc:

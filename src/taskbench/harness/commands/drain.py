@@ -27,7 +27,7 @@ from taskbench.procgroup import Managed
 def run_drain(
     names: list[str], *, tasks: int, concurrency: int, ledger_modes: list[bool], redis_url: str | None,
     output: Path, say: Callable[[str], None] = print, workload: str = "io/simple", repeat: int = 1,
-    placement: Placement | None = None, paired: bool = False,
+    placement: Placement | None = None, paired: bool = False, seconds: float | None = None,
 ) -> list[dict[str, Any]]:
     """Per backend, ``repeat`` rounds of a drain per ledger mode, the modes alternating within a round
     (on a shared machine a slow stretch then hits both modes, and ``ledger_ratios`` takes medians).
@@ -37,7 +37,13 @@ def run_drain(
     ``ledger_ratios`` then takes the median of the rounds' ratios.
 
     ``placement``: the worker on ``workers``' cores, the Redis servers on ``redis``', the process that
-    enqueues and watches the drain on ``driver``'s (see :func:`drain_placement`)."""
+    enqueues and watches the drain on ``driver``'s (see :func:`drain_placement`).
+
+    ``seconds``: the longest a round drains (:data:`taskbench.drain.ROUND_SECONDS` by default); a round
+    ends when every task ran or then, its rate taken over what ran (:mod:`taskbench.drain`)."""
+    from taskbench.drain import ROUND_SECONDS
+
+    seconds = ROUND_SECONDS if seconds is None else seconds
 
     placement = placement or Placement()
     out = output / f"drain-{uuid.uuid4().hex[:8]}"
@@ -51,7 +57,7 @@ def run_drain(
                 continue
             python = ensure_env(meta.extra)
             with _broker_of(name, meta, out, placement, say) as broker_env:
-                rows += _drain_backend(name, meta, python, broker_env, redis, out, tasks=tasks,
+                rows += _drain_backend(name, meta, python, broker_env, redis, out, tasks=tasks, seconds=seconds,
                                        concurrency=concurrency, ledger_modes=ledger_modes, workload=workload,
                                        repeat=repeat, placement=placement, paired=paired, say=say)
     (out / "drain.json").write_text(json.dumps(rows, indent=1))
@@ -75,7 +81,8 @@ def _broker_of(name: str, meta: backends.BackendInfo, out: Path, placement: Plac
 
 
 def _drain_backend(name: str, meta: backends.BackendInfo, python: Path, broker_env: dict[str, str],
-                   redis: RunRedis, out: Path, *, tasks: int, concurrency: int, ledger_modes: list[bool],
+                   redis: RunRedis, out: Path, *, tasks: int, seconds: float, concurrency: int,
+                   ledger_modes: list[bool],
                    workload: str, repeat: int, placement: Placement, paired: bool,
                    say: Callable[[str], None]) -> list[dict[str, Any]]:
     """:func:`run_drain`'s rounds of one backend."""
@@ -97,7 +104,7 @@ def _drain_backend(name: str, meta: backends.BackendInfo, python: Path, broker_e
         say(f"[{name}] {tasks} {workload} tasks{' a worker' if paired else ''}, {what}")
         label = f"paired-{round_}" if paired else f"{'ledger' if ledger else 'noledger'}-{round_}"
         log = out / f"drain-case-{name}-{label}.log"
-        argv = [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks),
+        argv = [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks), "--seconds", str(seconds),
                 "--log-dir", str(out), "--workload", workload,
                 "--worker-cpus", ",".join(map(str, placement.workers or []))]
         if paired:
@@ -107,7 +114,8 @@ def _drain_backend(name: str, meta: backends.BackendInfo, python: Path, broker_e
             with progress.phase(f"[{name}] enqueue and drain, {what}"), \
                     Stack(env, name=run_id, stop_timeout=30) as stack:
                 case = stack.start("drain-case", argv, log, cpus=placement.driver)
-                stack.wait_ready(partial(_exited, case), timeout=1200, interval=0.2,
+                # the enqueue, the workers' start and stop, and the round's own seconds
+                stack.wait_ready(partial(_exited, case), timeout=600 + seconds, interval=0.2,
                                  what=f"the drain of {name} to finish (log: {log})")
                 code = case.exit_code()
         except BaseException:
