@@ -114,10 +114,15 @@ def _script(shape: Shape, tasks: int, python: Path, redis: RunRedis, meta: backe
             "executed": row["executed"], "worker_cpu_us_per_task": row["worker_cpu_us_per_task"], "log": str(log)}
 
 
+#: the longest taskbench's round of a parity drain lasts: long enough for every task, as the script's
+WHOLE_DRAIN_SECONDS = 600.0
+
+
 def _drain(shape: Shape, tasks: int, ledger: bool, python: Path, redis: RunRedis, meta: backends.BackendInfo,
            out: Path, placement: Placement, say: Say) -> dict[str, Any]:
     """One ``taskbench drain --workload noop`` round of the same task count and concurrency."""
-    (row,) = _drain_backend(shape.library, meta, python, {}, redis, out, tasks=tasks,
+    # the script drains every task: so does this round (bounded as the drain's timeout was before rounds had one)
+    (row,) = _drain_backend(shape.library, meta, python, {}, redis, out, tasks=tasks, seconds=WHOLE_DRAIN_SECONDS,
                             concurrency=shape.concurrency, ledger_modes=[ledger], workload="noop", repeat=1,
                             placement=placement, paired=False, say=say)
     return {"tasks_per_s": row.get("steady_per_s") or row["drain_per_s"], "drain_s": row["drain_s"],
