@@ -68,6 +68,33 @@ def test_a_held_batch_takes_the_next_turns_commands_and_leaves_at_its_bound(redi
     assert (alone, lone_writes) == (b"alone", 1)
 
 
+def test_set_hold_changes_the_open_connections_hold(redis_url: str) -> None:
+    """``set_hold(0)`` (a worker whose tasks come from its library's threads): a command leaves at the end
+    of its turn on the connection already open; before it, the same command waited the hold out."""
+    from taskbench.redis_pipe import RedisPipe, address_of
+
+    async def main() -> list[int]:
+        address = address_of(redis_url)
+        assert address is not None
+        pipe = RedisPipe(address, hold=20)
+        early = []
+        try:
+            await pipe.connect()
+            for hold in (20, 0):
+                pipe.set_hold(hold)
+                _, before = pipe.stats()
+                sent = pipe.submit("PING")
+                for _ in range(3):
+                    await asyncio.sleep(0)
+                early.append(pipe.stats()[1] - before)
+                assert await sent == b"PONG"
+            return early
+        finally:
+            await pipe.aclose()
+
+    assert asyncio.run(main()) == [0, 1]
+
+
 def test_a_reply_error_is_redis_pys_response_error_and_the_connection_goes_on(redis_url: str) -> None:
     key = f"taskbench:test-pipe:{uuid.uuid4().hex}"
 

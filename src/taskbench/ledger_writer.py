@@ -11,7 +11,10 @@ one write serves every record made while the one before was unanswered, and the 
 order sent, resolve the tasks' futures. A batch waits up to :data:`HOLD_TURNS` turns of the loop for
 the records of the worker's other running tasks, and leaves at once when it holds as many records as
 the worker runs tasks at once: with no hold, each of Taskiq's and FastStream's no-op tasks paid a write
-and a read of its own, 7 % of their drain rate (docs/benchmarks.md, "The ledger on no-op tasks").
+and a read of its own, 7 % of their drain rate (docs/benchmarks.md, "The ledger on no-op tasks"). A
+worker whose library hands each task from a thread of its own to the loop (Celery, Dramatiq, Huey:
+:func:`taskbench.backends._worker.blocking_execute`) has no other task on the loop to wait for: its
+batches do not wait (:meth:`LedgerWriter.set_hold` 0; Huey's no-op drain 0.947 -> 0.957-0.963 paired).
 
 A lost connection fails the records waiting for a reply (their tasks raise, the library does not
 acknowledge them, so a record that did reach Redis shows as a second execution when the task runs
@@ -61,6 +64,10 @@ class LedgerWriter:
         # the part of a record's EVALSHA that is the same for every task, packed once
         self._plain = pack("EVALSHA", RECORD_SHA, 2, ledger.count_key, ledger.times_key, count=7)
         self._with_incr: dict[str, bytes] = {}
+
+    def set_hold(self, turns: int) -> None:
+        """The loop turns a batch of records waits for more (:data:`HOLD_TURNS` until changed)."""
+        self._pipe.set_hold(turns)
 
     async def __aenter__(self) -> LedgerWriter:
         try:

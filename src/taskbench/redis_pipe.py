@@ -50,7 +50,7 @@ class _Protocol(asyncio.Protocol):
 
     def __init__(self, hold: int = 0, batch: int = 0) -> None:
         self.transport: asyncio.Transport | None = None
-        self._hold = hold  # loop turns a batch may wait for more commands
+        self.hold = hold  # loop turns a batch may wait for more commands
         self._batch = batch  # a batch this big leaves at once (0: no bound)
         self._turns = 0
         self.loop = asyncio.get_running_loop()
@@ -86,7 +86,7 @@ class _Protocol(asyncio.Protocol):
 
     def _tick(self) -> None:
         """At the end of a loop turn: write the batch, or let it wait one more turn for more commands."""
-        if self._turns < self._hold and self._out and not (self._batch and len(self._out) >= self._batch):
+        if self._turns < self.hold and self._out and not (self._batch and len(self._out) >= self._batch):
             self._turns += 1
             self.loop.call_soon(self._tick)
         else:
@@ -154,6 +154,12 @@ class RedisPipe:
         address = self._address
         where = address.get("path") or f"{address.get('host', 'localhost')}:{address.get('port', 6379)}"
         return f"RedisPipe({where})"
+
+    def set_hold(self, turns: int) -> None:
+        """From now on a batch waits up to ``turns`` loop turns for more commands (the open connection too)."""
+        self._hold = turns
+        if self._proto is not None:
+            self._proto.hold = turns
 
     def stats(self) -> tuple[int, int]:
         """Commands sent and writes made, over the pipe's life: commands / writes is the mean batch."""

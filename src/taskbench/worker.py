@@ -85,7 +85,8 @@ async def run(settings: Settings) -> None:
         watcher = asyncio.create_task(_watch_depth(backend, settings, workloads))
         heap.freeze(settings.gc_freeze)  # start-up is over (taskbench/heap.py)
         try:
-            await backend.run_worker(WorkerContext(settings=settings, execute=workloads.run, ready=ready))
+            await backend.run_worker(WorkerContext(settings=settings, execute=workloads.run, ready=ready,
+                                                   tasks_from_threads=workloads.tasks_from_threads))
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

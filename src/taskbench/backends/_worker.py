@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from taskbench.backends.base import Execute
+from taskbench.backends.base import WorkerContext
 from taskbench.messages import TaskMessage
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -35,13 +35,16 @@ def stop_requested(on_stop: Callable[[], None] | None = None) -> Iterator[asynci
             loop.remove_signal_handler(sig)
 
 
-def blocking_execute(execute: Execute) -> Callable[[dict[str, Any]], None]:
+def blocking_execute(ctx: WorkerContext) -> Callable[[dict[str, Any]], None]:
     """For a library that runs tasks in its own threads: run the task on this process's loop and wait.
 
     The loop (the caller's, running now) owns the Workloads' Redis clients, so the coroutine must run
-    there, not on a loop of the library's thread.
+    there, not on a loop of the library's thread. The tasks reach the loop one at a time from those
+    threads, so the ledger's records do not wait loop turns for one another (``tasks_from_threads``).
     """
     loop = asyncio.get_running_loop()
+    execute = ctx.execute
+    ctx.tasks_from_threads()
 
     async def run(payload: dict[str, Any]) -> None:
         await execute(TaskMessage.from_dict(payload))

@@ -54,6 +54,8 @@ class WorkerContext:
     settings: Settings
     execute: Execute  # runs the workload and writes the ledger
     ready: Callable[[], Awaitable[None]]  # call once the worker can take tasks
+    #: call when the library's own threads hand the tasks to this loop (:func:`._worker.blocking_execute`)
+    tasks_from_threads: Callable[[], None] = lambda: None
 
 
 class Backend(Protocol):

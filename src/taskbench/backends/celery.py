@@ -133,7 +133,7 @@ class CeleryBackend:
         settings = ctx.settings
         app = make_app(settings)
         loop = asyncio.get_running_loop()
-        execute = blocking_execute(ctx.execute)
+        execute = blocking_execute(ctx)
 
         @app.task(name=FUNCTION, acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator,unused-ignore]
         def run(payload: dict[str, Any]) -> None:

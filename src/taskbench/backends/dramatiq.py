@@ -99,7 +99,7 @@ class DramatiqBackend:
         settings = ctx.settings
         broker = make_broker(settings)
         loop = asyncio.get_running_loop()
-        execute = blocking_execute(ctx.execute)
+        execute = blocking_execute(ctx)
 
         def run(payload: dict[str, Any]) -> None:
             execute(payload)  # a Dramatiq worker thread: the task runs on the process's loop

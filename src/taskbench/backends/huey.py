@@ -127,7 +127,7 @@ class HueyBackend:
             run = _forked_task(settings)
             huey.on_startup()(die_with_parent)  # in each forked worker, before its first task
         else:
-            run = blocking_execute(ctx.execute)  # a Huey worker thread: the task runs on this loop
+            run = blocking_execute(ctx)  # a Huey worker thread: the task runs on this loop
 
         def execute(payload: dict[str, Any]) -> None:  # registered as <this module>.FUNCTION, as the API's
             run(payload)
