@@ -15,6 +15,30 @@ from click.testing import Result
 
 from taskbench.harness import HarnessError
 from taskbench.harness.brokers.redis import EmbeddedRedis, check_reachable
+from tests.schedule import DurationRecorder, LongestFirst
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store-durations", action="store_true",
+                     help="write each test scope's seconds to tests/durations.json (the order xdist hands them out)")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LongestFirst | None:
+    """With ``--dist loadscope`` (pyproject's): the costliest scope first (tests/schedule.py)."""
+    return LongestFirst(config, log) if config.getoption("dist") == "loadscope" else None
+
+
+_recorder = DurationRecorder()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _recorder.add(report.nodeid, report.duration)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if config.getoption("--store-durations") and not hasattr(config, "workerinput"):
+        _recorder.write()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

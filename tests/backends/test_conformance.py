@@ -488,7 +488,7 @@ def test_every_broker_a_backend_names_is_known() -> None:
 def test_every_registered_backend_has_a_conformance_run() -> None:
     """Collect this module as pytest does: every suite test runs on every backend × broker."""
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
          str(Path(__file__).relative_to(ROOT))],
         cwd=ROOT, capture_output=True, text=True, check=False, timeout=120,
     )
