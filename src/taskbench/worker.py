@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -23,6 +24,8 @@ log = logging.getLogger("taskbench.worker")
 
 #: how often a worker reads its queue's depth for the ``taskbench_queue_depth`` gauge
 DEPTH_INTERVAL = 1.0
+#: seconds after the library stopped before a stop that has not ended is reported (:func:`_stop_watchdog`)
+STOP_REPORT_S = 10.0
 
 
 @contextlib.asynccontextmanager
@@ -88,10 +91,36 @@ async def run(settings: Settings) -> None:
             await backend.run_worker(WorkerContext(settings=settings, execute=workloads.run, ready=ready,
                                                    tasks_from_threads=workloads.tasks_from_threads))
         finally:
+            watchdog = _stop_watchdog(asyncio.get_running_loop(), meta.name)
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
         await workloads.redis.hdel(settings.ready_key, component)
+    watchdog.cancel()
+
+
+def _stop_watchdog(loop: asyncio.AbstractEventLoop, backend: str) -> threading.Timer:
+    """Once the library has stopped, the rest of the stop is taskbench's own (a few Redis writes, the pools):
+    if it has not ended within :data:`STOP_REPORT_S`, write what the loop is waiting on to the log.
+
+    Seen twice, under four test processes on two cores: a Celery and a Huey worker whose library had stopped
+    (no thread of its left) sat on an idle loop until SIGKILLed; the threads' stacks (DUMP_SIGNAL) cannot
+    say which await it was, the tasks' stacks can."""
+
+    def report() -> None:
+        try:
+            tasks = list(asyncio.all_tasks(loop))  # from another thread: a diagnosis, read as it is
+        except RuntimeError:  # the set changed while it was read
+            tasks = []
+        lines = [f"{backend} worker: its library stopped {STOP_REPORT_S:g} s ago and the stop has not ended; "
+                 f"the loop's {len(tasks)} task(s):"]
+        lines += [f"  {task.get_name()}: {_awaiting(task.get_coro())}" for task in tasks]
+        log.warning("\n".join(lines))
+
+    timer = threading.Timer(STOP_REPORT_S, report)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def main(settings: Settings) -> None:
@@ -101,3 +130,18 @@ def main(settings: Settings) -> None:
         uvloop.run(run(settings))
     except ImportError:  # pragma: no cover - uvloop is missing on Windows only
         asyncio.run(run(settings))
+
+
+def _awaiting(coro: object) -> str:
+    """Where a suspended coroutine waits: its chain of awaits, outermost first, then what it waits on."""
+    where = []
+    for _ in range(32):  # bounded: a chain is a few frames deep
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            where.append(repr(coro)[:200])
+            break
+        where.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        if coro is None:
+            break
+    return " -> ".join(where)
