@@ -37,13 +37,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LongestFi
 _recorder = DurationRecorder()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    _recorder.enabled = bool(config.getoption("--store-durations"))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _recorder.add(report.nodeid, report.duration)
+    if _recorder.enabled:
+        _recorder.add(report.nodeid, report.duration)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if config.getoption("--store-durations") and not hasattr(config, "workerinput"):
+    if _recorder.enabled and not hasattr(config, "workerinput"):
         _recorder.write()
 
 

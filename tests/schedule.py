@@ -67,6 +67,7 @@ class DurationRecorder:
     DURATIONS, merged with the scopes this run did not reach."""
 
     def __init__(self) -> None:
+        self.enabled = False
         self.seconds: defaultdict[str, float] = defaultdict(float)
 
     def add(self, nodeid: str, duration: float) -> None:
