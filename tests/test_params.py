@@ -140,6 +140,14 @@ def test_load_spec_defaults_are_the_schema() -> None:
     assert load.requests == 10_000  # neither bound given: as `run` without --requests/--duration
 
 
+def test_a_rate_is_the_open_models() -> None:
+    # `--rate 300` with the default closed model: arrivals at 300/s, not a closed loop that ignores it
+    assert load_spec({"rate": 300, "duration": 5}).model == "open"
+    assert load_spec({"model": "closed", "rate": 300, "duration": 5}).model == "open"
+    assert load_spec({"model": "ramp", "rate": 300, "duration": 5}).model == "ramp"
+    assert load_spec({"duration": 5}).model == "closed"
+
+
 def test_queue_config_takes_the_schema_defaults(tmp_path: Path) -> None:
     from taskbench.scenarios.run import queue_config
 

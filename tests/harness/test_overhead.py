@@ -50,7 +50,9 @@ def _overhead(redis_url: str, tmp_path: Path, *args: str) -> tuple[dict[str, Any
     assert result.kind == "overhead"
     (case,) = result.cases
     assert isinstance(case, OverheadCase) and case.status == "ok", case.failures
-    assert all(r.cpu_us_per_request and r.cpu_us_per_request > 0 for r in case.rounds)
+    # a round of a few hundred requests may read under two clock ticks of CPU: no figure rather than 0 µs
+    assert all(r.cpu_us_per_request is None or r.cpu_us_per_request > 0 for r in case.rounds)
+    assert any(r.cpu_us_per_request for r in case.rounds), [r.server_cpu_s for r in case.rounds]
     assert not any(r.load.errors for r in case.rounds)
     assert printed["backends"]["background"]["ratio"] == pytest.approx(case.ratio)
     return printed, case

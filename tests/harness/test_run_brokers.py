@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskbench.cli._common import backend_names, redis_backend_names
+from taskbench.cli._common import backend_names
 from taskbench.harness.commands.runner import on_broker
 from taskbench.harness.config import RunConfig
 
@@ -32,7 +32,14 @@ def test_all_is_every_backend_or_those_of_a_broker() -> None:
     assert "pgqueuer" not in backend_names("all", "redis")
 
 
-def test_a_redis_only_command_names_the_backend_it_cannot_run() -> None:
-    assert "saq-postgres" not in redis_backend_names("all", "up")
-    with pytest.raises(ValueError, match="taskbench up runs its backends on Redis; saq-postgres runs on postgres"):
-        redis_backend_names("arq,saq-postgres", "up")
+def test_up_runs_each_backend_on_its_own_broker_or_the_one_named() -> None:
+    from taskbench.harness.commands.up import UpConfig
+
+    assert UpConfig(backends=("arq", "saq-postgres")).brokers == {"arq": "redis", "saq-postgres": "postgres"}
+    assert UpConfig(backends=("faststream",), broker="nats").brokers == {"faststream": "nats"}
+    with pytest.raises(ValueError, match="'saq-postgres' does not run on 'redis'"):
+        UpConfig(backends=("arq", "saq-postgres"), broker="redis")
+    with pytest.raises(ValueError, match="--broker-url names one broker"):
+        UpConfig(backends=("arq", "pgqueuer"), broker_url="postgresql://127.0.0.1:1/x")
+    with pytest.raises(ValueError, match="broker"):
+        UpConfig(backends=("arq",), broker="kafka")

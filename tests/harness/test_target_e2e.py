@@ -27,6 +27,11 @@ PROBE = ROOT / "probe" / "src"
 
 pytestmark = pytest.mark.slow
 
+#: the fault runs' offered rate (open model): above what the example's worker runs (~200 tasks/s here), so
+#: it always holds max_jobs at the fault and a backlog waits behind them, and the drain is seconds, not the
+#: minute that 10 closed-loop users' ~15,000 tasks took
+RATE = 300
+
 
 @pytest.fixture(scope="module")
 def arq_bin() -> Path:
@@ -72,7 +77,7 @@ def test_the_example_keeps_arqs_promise_when_its_worker_is_killed_mid_load(
         "--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
         "--redis-url", broker_redis_url, "--library", "arq",
         "--worker-cmd", _user_cmd(env, f"{arq_bin}/arq worker.WorkerSettings"),
-        "--fault", "kill-worker@3", "--duration", "6", "--users", "10"], tmp_path / "results")
+        "--fault", "kill-worker@3", "--duration", "6", "--rate", str(RATE), "--users", "10"], tmp_path / "results")
     assert result is not None, output
     (case,) = result["cases"]
     assert code == 0, output
@@ -94,7 +99,7 @@ def test_the_after_response_variant_loses_answered_tasks_when_its_api_dies(
         "--worker-cmd", _user_cmd(env, f"{arq_bin}/arq worker.WorkerSettings"),
         "--api-cmd", _user_cmd(env, f"{arq_bin}/uvicorn app_after_response:app --host 127.0.0.1 --port {port} "
                                     "--log-level warning"),
-        "--fault", "kill-api@3", "--duration", "6", "--users", "10", "--drain-stall", "15"], tmp_path / "results")
+        "--fault", "kill-api@1.5", "--duration", "3", "--users", "10", "--drain-stall", "15"], tmp_path / "results")
     assert result is not None, output
     (case,) = result["cases"]
     assert code == 1, output  # the service answered 202 for tasks arq never got: arq's promise is not kept
@@ -155,7 +160,9 @@ def test_a_worker_given_by_pid_is_killed_and_the_other_keeps_arqs_promise(
         code, output, result = _run([
             "--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
             "--redis-url", broker_redis_url, "--library", "arq", "--worker-pid", str(doomed.pid),
-            "--fault", "kill-worker@3", "--duration", "6", "--users", "10"], tmp_path / "results")
+            # twice the rate: above what both workers run, so the doomed one holds max_jobs at the kill
+            "--fault", "kill-worker@3", "--duration", "6", "--rate", str(2 * RATE), "--users", "10"],
+            tmp_path / "results")
         assert not doomed.alive(), "the process of --worker-pid was killed"
         assert stack.procs.procs[1].alive(), "the other worker was left alone"
     assert result is not None, output
@@ -178,7 +185,7 @@ def test_a_stall_of_the_users_redis_is_injected_only_when_allowed_and_audited(
     args = ["--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
             "--redis-url", broker_redis_url, "--library", "arq", "--broker-url", broker_redis_url,
             "--worker-cmd", _user_cmd(env, f"{arq_bin}/arq worker.WorkerSettings"),
-            "--fault", "stall-broker@2+2", "--duration", "6", "--users", "10"]
+            "--fault", "stall-broker@2+2", "--duration", "6", "--rate", str(RATE), "--users", "10"]
     code, output, _ = _run(args, tmp_path / "refused")
     assert code != 0 and "--allow-fault-on-target" in output and "Traceback" not in output, output
     code, output, result = _run([*args, "--allow-fault-on-target"], tmp_path / "results")

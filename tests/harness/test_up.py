@@ -47,10 +47,10 @@ def _free_block(size: int) -> int:
 @pytest.mark.slow
 def test_up_serves_every_url_and_stops_cleanly(redis_url: str, tmp_path: Path) -> None:
     for attempt in range(3):
-        base = _free_block(6)  # arq API, saq API and SAQ web, celery API and Flower
+        base = _free_block(7)  # arq API, saq API and SAQ web, celery API and Flower, procrastinate API
         prometheus_port = _free_block(1)
-        with harness_cli(
-            ["up", "--backends", "arq,saq,celery", "--redis-url", redis_url, "--port", str(base),
+        with harness_cli(  # procrastinate: on a private PostgreSQL, its schema prepared before it starts
+            ["up", "--backends", "arq,saq,celery,procrastinate", "--redis-url", redis_url, "--port", str(base),
              "--prometheus-port", str(prometheus_port), "--output", str(tmp_path)],
         ) as proc:
             assert proc.stdout is not None
@@ -79,6 +79,8 @@ def _check_up(proc: subprocess.Popen[str], urls: list[str], lines: list[str], ba
         assert {"docs", "metrics", "root"} <= names, "".join(lines)  # APIs, their metrics, SAQ web, Flower
         dashboards = {f"http://127.0.0.1:{base + 2}/", f"http://127.0.0.1:{base + 4}/"}  # SAQ web, Flower
         assert dashboards <= set(urls), urls
+        assert f"http://127.0.0.1:{base + 5}/docs" in urls, urls  # procrastinate's API
+        assert any("private postgres server" in line for line in lines), "".join(lines)
         if find_prometheus():
             assert any(u.endswith("/graph") for u in urls), urls
         for url in urls:

@@ -86,19 +86,6 @@ def backend_names(text: str, broker: str | None = None) -> list[str]:
     return [b.strip() for b in text.split(",") if b.strip()]
 
 
-def redis_backend_names(text: str, command: str) -> list[str]:
-    """``--backends`` of a command that runs its backends on Redis only (``drain``, ``overhead``, ``up``):
-    ``all`` is every Redis backend; a backend named that runs elsewhere is a ValueError saying so."""
-    from taskbench import backends as registry
-
-    names = backend_names(text, "redis")
-    for name in names:
-        if "redis" not in registry.info(name).brokers:
-            raise ValueError(f"taskbench {command} runs its backends on Redis; {name} runs on "
-                             f"{', '.join(registry.info(name).brokers)} (use taskbench run for it)")
-    return names
-
-
 #: what a command says when SIGINT or SIGTERM stopped it (exit 130)
 INTERRUPTED = "interrupted; every process it started was stopped"
 

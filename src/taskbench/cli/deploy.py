@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -72,8 +71,6 @@ def k8s(
         load = load_spec({"model": model, "users": users, "rate": rate, "ramp": ramp, "requests": requests,
                           "duration": duration, "driver_processes": driver_processes, "timeout": timeout})
         extra = {"run_id": run_id} if run_id else {}
-        if rate is not None and model == "closed":  # a rate is arrivals per second: the open model's
-            load = replace(load, model="open")
         cluster = Cluster(backend=backend, load=load, image=image or f"taskbench-{backend}:latest",
                           namespace=namespace, workload=workload,
                           enqueue_mode=enqueue_mode, api_replicas=api_replicas, workers=workers,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from taskbench import params
-from taskbench.cli._common import fail, interrupt_on_signals, redis_backend_names
+from taskbench.cli._common import backend_names, fail, interrupt_on_signals
 
 if TYPE_CHECKING:
     from taskbench.harness.commands.up import Stack
@@ -20,6 +20,12 @@ def up(
     concurrency: Annotated[int, params.option("concurrency")] = params.default("concurrency"),
     redis_url: Annotated[str | None, params.option("redis_url")] = params.default("redis_url"),
     redis_fsync: Annotated[str, params.option("redis_fsync")] = params.default("redis_fsync"),
+    broker: Annotated[str | None, params.option(
+        "broker", help="broker for every backend (default: each backend's own, the first of its brokers in "
+                       "`taskbench backends`: redis, or postgres for the PostgreSQL queues)")] = None,
+    broker_url: Annotated[str | None, params.option("broker_url")] = params.default("broker_url"),
+    postgres_durability: Annotated[str, params.option("postgres_durability")] = params.default(
+        "postgres_durability"),
     host: Annotated[str, typer.Option(help="bind address of the APIs and dashboards")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65000, help="first port; the others follow")] = 8000,
     prometheus: Annotated[bool | None, typer.Option(help="start Prometheus (default: if installed)")] = None,
@@ -27,7 +33,7 @@ def up(
     auth: Annotated[str | None, typer.Option(help="USER:PASSWORD for the dashboards beyond loopback")] = None,
     output: Annotated[Path, typer.Option(help="folder for logs and Prometheus data")] = Path("results"),
 ) -> None:
-    """Start the live stack (Redis, APIs, workers, dashboards, Prometheus), print its URLs, stop on Ctrl-C."""
+    """Start the live stack (Redis, brokers, APIs, workers, dashboards, Prometheus), print its URLs, stop on Ctrl-C."""
     from rich.console import Console
     from rich.live import Live
     from rich.markup import escape
@@ -37,9 +43,10 @@ def up(
 
     console = Console()
     try:
-        names = redis_backend_names(backends, "up")
+        names = backend_names(backends, broker)
         config = UpConfig(backends=tuple(names), workers=workers, concurrency=concurrency, redis_url=redis_url,
-                          redis_fsync=redis_fsync, host=host, port=port, prometheus=prometheus,
+                          redis_fsync=redis_fsync, broker=broker, broker_url=broker_url,
+                          postgres_durability=postgres_durability, host=host, port=port, prometheus=prometheus,
                           prometheus_port=prometheus_port, auth=auth, output=output)
     except ValueError as exc:
         fail(str(exc))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,25 @@ from taskbench.settings import EnqueueMode
 
 ROLES = ("api", "workers", "driver", "redis")
 
+
+
+def check_brokers(names: Iterable[str], broker: str | None, broker_url: str | None) -> dict[str, str]:
+    """Backend -> the broker it runs on: ``broker`` for every one (each must run on it), else each one's
+    own default (the first it names). A ValueError worded for the command line when they do not fit."""
+    from taskbench import backends
+
+    if broker is not None:
+        params.get("broker").check(broker)  # before the backends' brokers
+    found = {}
+    for name in names:
+        meta = backends.info(name)
+        if broker is not None and broker not in meta.brokers:
+            raise ValueError(f"backend {name!r} does not run on {broker!r}; its brokers: {', '.join(meta.brokers)}")
+        found[name] = broker or meta.brokers[0]
+    if broker_url and len(set(found.values())) > 1:
+        raise ValueError("--broker-url names one broker, and these backends run on "
+                         f"{' and '.join(sorted(set(found.values())))}: give --broker too")
+    return found
 
 @dataclass(frozen=True, kw_only=True)
 class Placement:
@@ -135,18 +154,7 @@ class RunConfig:
             raise ValueError("--payload, --with and --path go with your own task: --workload module:callable")
         if not self.backends:
             raise ValueError("no backend selected")
-        from taskbench import backends
-
-        if self.broker is not None:
-            params.get("broker").check(self.broker)  # before the backends' brokers
-        for name in self.backends:
-            meta = backends.info(name)
-            if self.broker is not None and self.broker not in meta.brokers:
-                raise ValueError(f"backend {name!r} does not run on {self.broker!r}; "
-                                 f"its brokers: {', '.join(meta.brokers)}")
-        if self.broker_url and len(set(self.brokers.values())) > 1:
-            raise ValueError("--broker-url names one broker, and these backends run on "
-                             f"{' and '.join(sorted(set(self.brokers.values())))}: give --broker too")
+        check_brokers(self.backends, self.broker, self.broker_url)
         self._check_load_modes()
         checked = params.by_attr()  # the ranges of the schema, worded for the command line
         for item in fields(self):
@@ -271,7 +279,8 @@ def load_spec(values: Mapping[str, Any]) -> LoadSpec:
     """The load of a run from its parameters as the schema names them (``model``, ``users``, ``rate``,
     ``ramp``, ``pace``, ``requests``, ``duration``, ``driver_processes``, ``timeout``), each checked
     against the schema; a missing or None one takes the schema's default. With neither ``requests``
-    nor ``duration``, 10000 requests (``run`` without either option).
+    nor ``duration``, 10000 requests (``run`` without either option). A ``rate`` makes the closed model,
+    the default, the open one (a closed loop has no rate: ``--rate`` alone would be ignored otherwise).
     """
     names = ("model", "users", "rate", "ramp", "pace", "requests", "duration", "driver_processes", "timeout")
     got: dict[str, Any] = {name: values.get(name) for name in names}
@@ -282,6 +291,8 @@ def load_spec(values: Mapping[str, Any]) -> LoadSpec:
             params.get(name).check(value)
     if got["requests"] is None and got["duration"] is None:
         got["requests"] = 10_000
+    if got["rate"] is not None and got["model"] == "closed":  # a rate is arrivals a second: the open model's
+        got["model"] = "open"
     return LoadSpec(model=got["model"], users=got["users"], rate=got["rate"], ramp_per_s=got["ramp"],
                     pace=got["pace"], requests=got["requests"], duration=got["duration"],
                     processes=got["driver_processes"], timeout=got["timeout"])

@@ -56,6 +56,8 @@ from taskbench.results.cases import OverheadServer
 
 Say = Callable[[str], None]
 METHODS = ("together", "sequential")
+#: the least server CPU a round must read to give a figure: the kernel counts it in clock ticks (10 ms)
+CPU_RESOLUTION_S = 2 / os.sysconf("SC_CLK_TCK")
 BODY = '{{"value":1,"task_id":"{task_id}","enqueued_at":{enqueued_at}}}'
 _UVICORN = (
     "import uvicorn; uvicorn.run({app!r}, factory=True, host='127.0.0.1', port={port}, loop='uvloop', "
@@ -165,10 +167,14 @@ def run_overhead(config: OverheadConfig, say: Say = print) -> tuple[Result, Path
                                                            out / name, broker_env)
                                 measured.append((server, None, load, argv, cpu))
                         for server, beside, load, argv, cpu in measured:
-                            per_request = 1e6 * cpu / load.completed if load.completed else None
+                            # CPU time is counted in clock ticks: a round shorter than a few is not measured
+                            per_request = (1e6 * cpu / load.completed if load.completed and cpu >= CPU_RESOLUTION_S
+                                           else None)
                             said = f" (beside {beside})" if beside else ""
-                            say(f"{label}: {server}{said} {load.rps:.0f} req/s, server CPU {per_request or 0:.0f} µs a "
-                                f"request, errors {sum(load.errors.values())}")
+                            shown = (f"{per_request:.0f} µs a request" if per_request is not None
+                                     else f"not measured ({cpu * 1000:.0f} ms, under {CPU_RESOLUTION_S * 1000:.0f} ms)")
+                            say(f"{label}: {server}{said} {load.rps:.0f} req/s, server CPU {shown}, "
+                                f"errors {sum(load.errors.values())}")
                             case.rounds.append(OverheadRound(
                                 server=server, round=round_, beside=beside, argv=argv, load=load, server_cpu_s=cpu,
                                 cpu_us_per_request=per_request))

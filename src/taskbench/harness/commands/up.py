@@ -1,7 +1,13 @@
-"""``taskbench up``: the live stack for exploring by hand, with its URLs and live counts, until Ctrl-C."""
+"""``taskbench up``: the live stack for exploring by hand, with its URLs and live counts, until Ctrl-C.
+
+Each backend runs on its own broker (the first it names) or on ``broker``: the Redis ones on the run's
+embedded broker Redis (or the user's), a PostgreSQL queue on a private PostgreSQL started for the stack
+(or the user's ``broker_url``), RabbitMQ/NATS on the machine's server (or ``broker_url``), checked first.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -10,9 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from taskbench import backends, params
+from taskbench import backends, brokers, params
 from taskbench.harness import HarnessError
+from taskbench.harness.brokers import check_broker, needs_private_broker, provide_broker
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
+from taskbench.harness.commands.phases import prepare, purge
+from taskbench.harness.config import check_brokers
 from taskbench.harness.faults.stalls import Patient, redis_client, redis_errors, server_of
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes.envs import ensure_env
@@ -22,6 +31,7 @@ from taskbench.harness.scrape import scrape
 from taskbench.net import check_port_free, healthy
 from taskbench.params import settings_env
 from taskbench.procgroup import Managed
+from taskbench.settings import Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 #: how long the live loop's Redis calls wait for an answer (it refreshes every second)
@@ -35,6 +45,9 @@ class UpConfig:
     concurrency: int = 10
     redis_url: str | None = None
     redis_fsync: str = "always"  # the embedded broker Redis's AOF policy
+    broker: str | None = None  # every backend's broker; None: each backend's own (the first it names)
+    broker_url: str | None = None  # a user's broker server (else embedded, private or the machine's)
+    postgres_durability: str = "fsync"  # a private PostgreSQL broker's
     host: str = "127.0.0.1"
     port: int = 8000  # the first API; the others follow, then the dashboards
     prometheus: bool | None = None  # None: start one if installed
@@ -44,14 +57,19 @@ class UpConfig:
     startup_timeout: float = 60.0
 
     def __post_init__(self) -> None:
-        for name in self.backends:
-            backends.info(name)
+        check_brokers(self.backends, self.broker, self.broker_url)
+        params.get("postgres_durability").check(self.postgres_durability)
         if self.host not in LOOPBACK and self.auth is None:
             raise ValueError(f"--host {self.host} exposes dashboards that can retry and abort tasks: "
                              "give --auth USER:PASSWORD")
         params.get("redis_fsync").check(self.redis_fsync)
         if self.auth is not None and ":" not in self.auth:
             raise ValueError("--auth must be USER:PASSWORD")
+
+    @property
+    def brokers(self) -> dict[str, str]:
+        """Backend -> the broker it runs on."""
+        return check_brokers(self.backends, self.broker, self.broker_url)
 
 
 @dataclass
@@ -75,39 +93,76 @@ class Up:
         self.say = say
         self.run_id = f"up-{uuid.uuid4().hex[:8]}"
         self.folder = config.output / self.run_id
+        self.private: set[str] = set()  # the brokers started for this stack (gone with it)
 
     def serve_forever(self, show: Callable[[Stack, list[dict[str, Any]]], None]) -> None:
         """Start everything, call ``show`` with live counts every second until interrupted."""
         cfg = self.config
         pythons = {name: ensure_env(backends.info(name).extra) for name in cfg.backends}
         self.folder.mkdir(parents=True, exist_ok=True)
-        with provide_redis(cfg.redis_url, self.folder, fsync=cfg.redis_fsync, say=self.say) as redis, \
-                Processes(dict(os.environ), name=self.run_id, stop_timeout=10) as procs:
+        on_redis = "redis" in cfg.brokers.values()
+        with provide_redis(cfg.redis_url, self.folder, fsync=cfg.redis_fsync,
+                           broker_url=cfg.broker_url if on_redis else None, redis_broker=on_redis,
+                           say=self.say) as redis, contextlib.ExitStack() as servers:
+            urls = self._broker_urls(redis, servers)
             client = redis_client(redis.url, timeout=SOCKET_TIMEOUT)
             broker = None if redis.shared else redis_client(redis.broker_url, timeout=SOCKET_TIMEOUT)
             server = server_of(client)
+            procs = Processes(dict(os.environ), name=self.run_id, stop_timeout=10)
             try:
-                stack = self._start(procs, pythons, redis, client)
-                # a Redis that stops answering (paused, restarting) is waited for, never a reason to
-                # stop: the counts come from /metrics with the worker URLs last read from Redis
-                patient = Patient(server, self.say, repeat=True)
-                workers: dict[str, dict[str, str]] = {name: {} for name in stack.prefixes}
-                while True:
-                    for proc in procs.dead():
-                        raise HarnessError(f"{proc.name} exited with code {proc.exit_code()}: {proc.tail(5)}")
-                    workers = patient.call(lambda: self._worker_urls(stack, client), workers)
-                    stack.note = patient.status()
-                    rows = self._counts(stack, workers)
-                    if stack.prometheus:
-                        stack.prometheus.set_targets(self._targets(stack, workers))
-                    show(stack, rows)
-                    time.sleep(1.0)
-            finally:
-                procs.stop()  # first: a process still running could write keys after the cleanup
+                with procs:
+                    stack = self._start(procs, pythons, redis, urls, client)
+                    # a Redis that stops answering (paused, restarting) is waited for, never a reason to
+                    # stop: the counts come from /metrics with the worker URLs last read from Redis
+                    patient = Patient(server, self.say, repeat=True)
+                    workers: dict[str, dict[str, str]] = {name: {} for name in stack.prefixes}
+                    while True:
+                        for proc in procs.dead():
+                            raise HarnessError(f"{proc.name} exited with code {proc.exit_code()}: {proc.tail(5)}")
+                        workers = patient.call(lambda: self._worker_urls(stack, client), workers)
+                        stack.note = patient.status()
+                        rows = self._counts(stack, workers)
+                        if stack.prometheus:
+                            stack.prometheus.set_targets(self._targets(stack, workers))
+                        show(stack, rows)
+                        time.sleep(1.0)
+            finally:  # the processes are stopped first: one still running could write keys after the cleanup
                 self._delete_keys(client, server, broker)
+                self._purge(pythons, redis, urls, servers)
                 client.close()
                 if broker is not None:
                     broker.close()
+
+    def _broker_urls(self, redis: RunRedis, servers: contextlib.ExitStack) -> dict[str, str]:
+        """Broker -> its URL: a private server for a PostgreSQL broker without ``broker_url`` (stopped
+        with ``servers``), else the named or default server, checked to answer before anything starts."""
+        cfg = self.config
+        urls = {"redis": redis.broker_url}
+        for kind in sorted(set(cfg.brokers.values()) - {"redis"}):
+            if needs_private_broker(kind, cfg.broker_url, None):
+                options = {"durability": cfg.postgres_durability} if kind == "postgres" else {}
+                private = servers.enter_context(provide_broker(kind, self.folder / f"broker-{kind}", cpus=None,
+                                                               say=self.say, **options))
+                self.private.add(kind)
+                urls[kind] = private.url
+            else:
+                urls[kind] = Settings(broker=kind, broker_url=cfg.broker_url).broker_address
+                check_broker(kind, urls[kind])
+        return urls
+
+    def _purge(self, pythons: dict[str, Path], redis: RunRedis, urls: dict[str, str],
+               servers: contextlib.ExitStack) -> None:
+        """The stack's queues on a RabbitMQ, NATS or PostgreSQL server that outlives it (a private one goes)."""
+        for name, kind in self.config.brokers.items():
+            if kind == "redis" or kind in self.private:
+                continue
+            env = settings_env(self.config, backend=name, redis_url=redis.url, broker=kind, broker_url=urls[kind],
+                               run_id=f"{self.run_id}-{name}")
+            logs = self.folder / "logs" / name
+            logs.mkdir(parents=True, exist_ok=True)
+            outcome = purge(pythons[name], env, logs)
+            if outcome != "ok":
+                self.say(f"[{name}] purging its queues on {brokers.describe(kind, urls[kind])}: {outcome}")
 
     def _delete_keys(self, client: Any, server: str, broker: Any) -> None:
         for name in self.config.backends:
@@ -120,7 +175,8 @@ class Up:
 
     # -- pieces ---------------------------------------------------------------------------
 
-    def _start(self, procs: Processes, pythons: dict[str, Path], redis: RunRedis, client: Any) -> Stack:
+    def _start(self, procs: Processes, pythons: dict[str, Path], redis: RunRedis, urls: dict[str, str],
+               client: Any) -> Stack:
         cfg = self.config
         stack = Stack()
         port = cfg.port
@@ -128,10 +184,14 @@ class Up:
         for name in cfg.backends:
             meta = backends.info(name)
             run_id = f"{self.run_id}-{name}"
-            env = settings_env(cfg, backend=name, redis_url=redis.url, broker_url=redis.broker_url, run_id=run_id)
+            kind = cfg.brokers[name]
+            env = settings_env(cfg, backend=name, redis_url=redis.url, broker=kind, broker_url=urls[kind],
+                               run_id=run_id)
             env["TASKBENCH_METRICS_DIR"] = str(self.folder / "metrics" / name)
             python = str(pythons[name])
             logs = self.folder / "logs" / name
+            if meta.prepares_broker:  # the schema once, before the API and the workers race for it
+                prepare(pythons[name], env, logs, self.say)
             check_port_free(cfg.host, port)
             api = procs.start(f"{name}-api", [python, "-m", "taskbench", "serve", "--host", cfg.host,
                                               "--port", str(port)], logs / "api.log", env=env)
