@@ -23,13 +23,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="write each test scope's seconds to tests/durations.json (read by --longest-first)")
     parser.addoption("--longest-first", action="store_true",
                      help="hand the costliest test scope out first, the conformance suite by backend case "
-                          "(for -n 3 or more; tests/schedule.py)")
+                          "(tests/schedule.py; on by default in pyproject's addopts)")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LongestFirst | None:
-    """With ``--longest-first`` and ``--dist loadscope`` (pyproject's): the costliest scope first. Not the
-    default: at two processes it gains nothing, and it starts the heaviest tests together, where two
-    load-sensitive tests failed in a CI run (docs/benchmarks.md, "The test suite's own time")."""
+    """With ``--longest-first`` and ``--dist loadscope`` (both in pyproject's addopts): the costliest scope
+    first, so three processes finish together (docs/benchmarks.md, "The test suite's own time")."""
     wanted = config.getoption("--longest-first") and config.getoption("dist") == "loadscope"
     return LongestFirst(config, log) if wanted else None
 
