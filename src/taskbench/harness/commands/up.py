@@ -128,7 +128,7 @@ class Up:
                         time.sleep(1.0)
             finally:  # the processes are stopped first: one still running could write keys after the cleanup
                 self._delete_keys(client, server, broker)
-                self._purge(pythons, redis, urls, servers)
+                self._purge(pythons, redis, urls)
                 client.close()
                 if broker is not None:
                     broker.close()
@@ -150,19 +150,23 @@ class Up:
                 check_broker(kind, urls[kind])
         return urls
 
-    def _purge(self, pythons: dict[str, Path], redis: RunRedis, urls: dict[str, str],
-               servers: contextlib.ExitStack) -> None:
+    def _purge(self, pythons: dict[str, Path], redis: RunRedis, urls: dict[str, str]) -> None:
         """The stack's queues on a RabbitMQ, NATS or PostgreSQL server that outlives it (a private one goes)."""
         for name, kind in self.config.brokers.items():
             if kind == "redis" or kind in self.private:
                 continue
-            env = settings_env(self.config, backend=name, redis_url=redis.url, broker=kind, broker_url=urls[kind],
-                               run_id=f"{self.run_id}-{name}")
+            env = self._env(name, redis, urls)
             logs = self.folder / "logs" / name
             logs.mkdir(parents=True, exist_ok=True)
             outcome = purge(pythons[name], env, logs)
             if outcome != "ok":
                 self.say(f"[{name}] purging its queues on {brokers.describe(kind, urls[kind])}: {outcome}")
+
+    def _env(self, name: str, redis: RunRedis, urls: dict[str, str]) -> dict[str, str]:
+        """The TASKBENCH_* variables of ``name``'s processes: its run id, the ledger, its broker."""
+        kind = self.config.brokers[name]
+        return settings_env(self.config, backend=name, redis_url=redis.url, broker=kind, broker_url=urls[kind],
+                            run_id=f"{self.run_id}-{name}")
 
     def _delete_keys(self, client: Any, server: str, broker: Any) -> None:
         for name in self.config.backends:
@@ -183,10 +187,7 @@ class Up:
         waiting: list[tuple[Managed, str]] = []
         for name in cfg.backends:
             meta = backends.info(name)
-            run_id = f"{self.run_id}-{name}"
-            kind = cfg.brokers[name]
-            env = settings_env(cfg, backend=name, redis_url=redis.url, broker=kind, broker_url=urls[kind],
-                               run_id=run_id)
+            env = self._env(name, redis, urls)
             env["TASKBENCH_METRICS_DIR"] = str(self.folder / "metrics" / name)
             python = str(pythons[name])
             logs = self.folder / "logs" / name
@@ -199,7 +200,7 @@ class Up:
             shown = "127.0.0.1" if cfg.host in LOOPBACK else cfg.host
             stack.urls.append(Url(f"{name} API", f"http://{shown}:{port}/docs"))
             stack.apis[name] = f"http://127.0.0.1:{port}/metrics"
-            stack.prefixes[name] = f"taskbench:{run_id}:"
+            stack.prefixes[name] = f"taskbench:{self.run_id}-{name}:"
             port += 1
             for i in range(cfg.workers if meta.has_worker else 0):
                 procs.start(f"{name}-worker-{i}", [python, "-m", "taskbench", "worker"],
