@@ -22,7 +22,6 @@ from taskbench.settings import EnqueueMode
 ROLES = ("api", "workers", "driver", "redis")
 
 
-
 def check_brokers(names: Iterable[str], broker: str | None, broker_url: str | None) -> dict[str, str]:
     """Backend -> the broker it runs on: ``broker`` for every one (each must run on it), else each one's
     own default (the first it names). A ValueError worded for the command line when they do not fit."""
@@ -40,6 +39,7 @@ def check_brokers(names: Iterable[str], broker: str | None, broker_url: str | No
         raise ValueError("--broker-url names one broker, and these backends run on "
                          f"{' and '.join(sorted(set(found.values())))}: give --broker too")
     return found
+
 
 @dataclass(frozen=True, kw_only=True)
 class Placement:
