@@ -20,17 +20,13 @@ from tests.schedule import DurationRecorder, LongestFirst
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--store-durations", action="store_true",
-                     help="write each test scope's seconds to tests/durations.json (read by --longest-first)")
-    parser.addoption("--longest-first", action="store_true",
-                     help="hand the costliest test scope out first, the conformance suite by backend case "
-                          "(tests/schedule.py; on by default in pyproject's addopts)")
+                     help="write each test scope's seconds to tests/durations.json (the order xdist hands them out)")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LongestFirst | None:
-    """With ``--longest-first`` and ``--dist loadscope`` (both in pyproject's addopts): the costliest scope
-    first, so three processes finish together (docs/benchmarks.md, "The test suite's own time")."""
-    wanted = config.getoption("--longest-first") and config.getoption("dist") == "loadscope"
-    return LongestFirst(config, log) if wanted else None
+    """With ``--dist loadscope`` (pyproject's): the costliest scope first, so three processes finish together
+    (tests/schedule.py; docs/benchmarks.md, "The test suite's own time"); another ``--dist`` is xdist's own."""
+    return LongestFirst(config, log) if config.getoption("dist") == "loadscope" else None
 
 
 _recorder = DurationRecorder()

@@ -1,4 +1,4 @@
-"""The test scheduler's scopes and its durations file (tests/schedule.py, ``--longest-first``)."""
+"""The test scheduler's scopes and its durations file (tests/schedule.py, the order of ``--dist loadscope``)."""
 
 from __future__ import annotations
 

@@ -93,7 +93,6 @@ class Up:
         self.say = say
         self.run_id = f"up-{uuid.uuid4().hex[:8]}"
         self.folder = config.output / self.run_id
-        self.private: set[str] = set()  # the brokers started for this stack (gone with it)
 
     def serve_forever(self, show: Callable[[Stack, list[dict[str, Any]]], None]) -> None:
         """Start everything, call ``show`` with live counts every second until interrupted."""
@@ -143,7 +142,6 @@ class Up:
                 options = {"durability": cfg.postgres_durability} if kind == "postgres" else {}
                 private = servers.enter_context(provide_broker(kind, self.folder / f"broker-{kind}", cpus=None,
                                                                say=self.say, **options))
-                self.private.add(kind)
                 urls[kind] = private.url
             else:
                 urls[kind] = Settings(broker=kind, broker_url=cfg.broker_url).broker_address
@@ -153,8 +151,8 @@ class Up:
     def _purge(self, pythons: dict[str, Path], redis: RunRedis, urls: dict[str, str]) -> None:
         """The stack's queues on a RabbitMQ, NATS or PostgreSQL server that outlives it (a private one goes)."""
         for name, kind in self.config.brokers.items():
-            if kind == "redis" or kind in self.private:
-                continue
+            if kind == "redis" or needs_private_broker(kind, self.config.broker_url, None):
+                continue  # a private server goes with the stack
             env = self._env(name, redis, urls)
             logs = self.folder / "logs" / name
             logs.mkdir(parents=True, exist_ok=True)
