@@ -50,7 +50,13 @@ async def metrics_server(settings: Settings, workloads: Workloads, component: st
         thread.join(timeout=5)
 
 
-async def _watch_depth(backend: Backend, settings: Settings, workloads: Workloads) -> None:
+async def _watch_depth(backend: Backend, settings: Settings, workloads: Workloads, stop: asyncio.Event) -> None:
+    """Read the queue's depth every :data:`DEPTH_INTERVAL` until ``stop`` is set.
+
+    The loop ends on ``stop``, not on a cancellation alone: a Redis client cancelled inside a command can
+    raise a ConnectionError instead of CancelledError, which the loop takes for a broker hiccup, and the
+    worker's stop then waited for it for good (a Dramatiq worker, SIGKILLed after 30 s; its stop watchdog
+    showed ``await watcher`` in ``run`` and this loop asleep)."""
     if not isinstance(backend, CountsQueue):
         return  # the library offers no cheap way to count waiting tasks
     # the queue is on the broker's Redis: the ledger's client when they share a server
@@ -62,12 +68,13 @@ async def _watch_depth(backend: Backend, settings: Settings, workloads: Workload
     else:
         broker = workloads.redis
     try:
-        while True:
+        while not stop.is_set():
             try:
                 workloads.metrics.set_depth(await backend.queue_depth(settings, broker))
             except Exception as exc:  # a broker hiccup must not stop the worker
                 log.debug("queue depth unavailable: %r", exc)
-            await asyncio.sleep(DEPTH_INTERVAL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), DEPTH_INTERVAL)
     finally:
         if own:
             await broker.aclose()
@@ -85,13 +92,15 @@ async def run(settings: Settings) -> None:
             await workloads.redis.hset(settings.ready_key, component, str(time.time()))
             log.info("%s worker %d ready, metrics at %s", meta.name, os.getpid(), url)
 
-        watcher = asyncio.create_task(_watch_depth(backend, settings, workloads))
+        stopping = asyncio.Event()
+        watcher = asyncio.create_task(_watch_depth(backend, settings, workloads, stopping))
         heap.freeze(settings.gc_freeze)  # start-up is over (taskbench/heap.py)
         try:
             await backend.run_worker(WorkerContext(settings=settings, execute=workloads.run, ready=ready,
                                                    tasks_from_threads=workloads.tasks_from_threads))
         finally:
             watchdog = _stop_watchdog(asyncio.get_running_loop(), meta.name)
+            stopping.set()
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
