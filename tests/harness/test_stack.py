@@ -62,3 +62,26 @@ def test_limits_apply_by_role_and_the_cpu_used_under_load_is_measured(tmp_path: 
         assert share < 0.5, f"a busy loop under a 0.3 CPU limit used {share:.2f} of a CPU"
     else:
         assert not records["api"].applied and records["api"].notes, "an unapplied limit says why"
+
+
+def test_a_measured_stretch_counts_each_component_s_processes(tmp_path: Path) -> None:
+    """A parent that starts three children (one with a child of its own) while the stretch runs counts five:
+    itself and every descendant; a component of one process counts one; children that came and went
+    before the stretch ended still count (the most seen, not the last)."""
+    forks = [sys.executable, "-c",
+             "import subprocess, sys, time\n"
+             "time.sleep(0.3)\n"
+             "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']) for _ in range(2)]\n"
+             "kids.append(subprocess.Popen([sys.executable, '-c', 'import subprocess, sys, time; "
+             "subprocess.Popen([sys.executable, \"-c\", \"import time; time.sleep(60)\"]); time.sleep(60)']))\n"
+             "time.sleep(2.5)\n"
+             "for kid in kids: kid.kill(); kid.wait()\n"
+             "time.sleep(60)"]
+    with Stack(dict(os.environ), name="t-count", stop_timeout=5) as stack:
+        server = stack.start("server", forks, tmp_path / "s.log")
+        stack.start("worker-0", SLEEP, tmp_path / "w.log")
+        with stack.measure() as window:
+            wait_for = psutil.Process(server.pid)
+            stack.wait_ready(lambda: len(wait_for.children(recursive=True)) >= 4, timeout=30, what="the forks")
+            stack.wait_ready(lambda: not wait_for.children(), timeout=30, what="the forks to end")
+    assert window.processes == {"server": 5, "worker-0": 1}

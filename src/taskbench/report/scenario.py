@@ -77,8 +77,9 @@ def spread(summary: Summary) -> str:
 def limits_summary(case: CaseBase) -> str:
     """How the limits were applied, for the table: 'cgroup-v1', 'pinning', '–'."""
     records = case.limits
+    trees = processes_summary(case)
     if not records:
-        return "–"
+        return trees or "–"
     methods = "/".join(sorted({str(r.method) for r in records.values()}))
     used = []
     for name, record in records.items():
@@ -87,7 +88,15 @@ def limits_summary(case: CaseBase) -> str:
         elif record.stats.cpu_s is not None and record.stats.wall_s:
             used.append(f"{name} {record.stats.cpu_s / record.stats.wall_s:.2f}")
     label = "CPU used under load" if any(r.load_cpu is not None for r in records.values()) else "CPU used"
-    return methods + (f"; {label}: {', '.join(used)}" if used else "")
+    return methods + (f"; {label}: {', '.join(used)}" if used else "") + (f"; {trees}" if trees else "")
+
+
+def processes_summary(case: CaseBase) -> str:
+    """'processes: server 3, worker 5' when a component ran more than one process during the load (its
+    tree: a uvicorn parent and its workers, a Celery worker and its forks); '' when each ran one."""
+    if not any(count > 1 for count in case.processes.values()):
+        return ""
+    return "processes: " + ", ".join(f"{name} {count}" for name, count in case.processes.items())
 
 
 def _scenario(result: Result) -> tuple[str, str, str]:

@@ -47,6 +47,9 @@ class CaseBase(Model):
     status: Status = "failed"
     failures: list[str] = []
     exit_codes: dict[str, int | None] = {}
+    #: per started component (api, worker-0, server, ...), the most processes its tree held during the
+    #: load: itself and its descendants (uvicorn's parent and workers, a Celery worker and its pool's forks)
+    processes: dict[str, int] = {}
     repeats: list[RepeatRun] = []
     logs: str | None = None
 

@@ -67,8 +67,10 @@ def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: st
                              what=f"the celery worker(s) to be ready (logs in {logs})")
             stack.limit(case.limits, lambda text: say(f"[{result.label or case.label}] {text}"))
             cpu0 = [tree_cpu(w.pid) or 0.0 for w in started]
-            probe = subprocess.run([str(python), "-m", "taskbench.scenarios.celery_probe", json.dumps(p)],
-                                   env=env, capture_output=True, text=True, timeout=timeout + 60, check=False)
+            with stack.measure() as window:
+                probe = subprocess.run([str(python), "-m", "taskbench.scenarios.celery_probe", json.dumps(p)],
+                                       env=env, capture_output=True, text=True, timeout=timeout + 60, check=False)
+            result.processes = window.processes
             cpu1 = [tree_cpu(w.pid) or 0.0 for w in started]
             (logs / "probe.log").write_text(probe.stdout + probe.stderr)
             if probe.returncode != 0:

@@ -97,8 +97,9 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
                     run_load(template, LoadSpec(users=min(spec.users, 10), requests=warmup,
                                                 timeout=spec.timeout, id_prefix="w"))
                 cpu0 = tree_cpu(server.pid)
-                with stack.measure():
+                with stack.measure() as window:
                     load = run_load(template, spec)
+                result.processes = window.processes
                 cpu1 = tree_cpu(server.pid)
             result.limits = stack.limit_records()
         result.exit_codes = dict(stack.exit_codes)

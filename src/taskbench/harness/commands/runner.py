@@ -331,7 +331,7 @@ class Runner:
                     with progress.phase(f"[{name}] load", total=None if cfg.rate_search else cfg.load.requests,
                                         duration=cfg.load.duration or cfg.load.scheduled_s or None,
                                         executed=lambda: executed() - warm_accepted), \
-                            stack.measure(), pinned(cfg.placement.driver), \
+                            stack.measure() as window, pinned(cfg.placement.driver), \
                             supervised(stack.procs, supervisor, say) as revived_in_load:
                         if cfg.rate_search is not None:  # steps of the open model, each drained: one load
                             case.rate_search, load = run_search(template, cfg.load, cfg.rate_search, procs=stack.procs,
@@ -341,6 +341,7 @@ class Runner:
                                 load = run_load(template, cfg.load, started=_started(injector, disruptions))
                     origin = origin_of(load)
                     load_end = time.time()
+                    case.processes = window.processes
                     if injector is not None:
                         injector.load_ended()
                     case.load = load.to_model()

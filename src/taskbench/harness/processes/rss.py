@@ -81,6 +81,13 @@ def _descendants(roots: list[int], tree: dict[int, list[int]]) -> set[int]:
     return seen
 
 
+def tree_sizes(roots: Mapping[str, int]) -> dict[str, int]:
+    """Per name, how many processes its root and all their descendants are now (0: the root is gone)."""
+    tree = _children()
+    return {name: len(_descendants([pid], tree)) if Path(f"/proc/{pid}").exists() else 0
+            for name, pid in roots.items()}
+
+
 def tree_rss(roots: list[int]) -> int:
     """Bytes resident in ``roots`` and all their descendants (PSS: a shared page counted once in all)."""
     return sum(_rss(pid) for pid in _descendants(roots, _children()))
