@@ -83,6 +83,43 @@ def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> No
         assert case["series"], "an RPS-per-second series is recorded"
 
 
+def test_a_pinned_environment_runs_the_article_s_versions(tmp_path: Path, out_dir: Path) -> None:
+    """``environment = "article-004"``: the server runs on seed 004's fastapi 0.94.1 and AnyIO 3.6.2 (built
+    from pinned/article-004/uv.lock), where the article's RunVar line raises the limit (AnyIO keyed run
+    variables by name then: 40 on today's AnyIO, servers-and-threads); two uvicorn workers are counted as
+    a parent and two servers."""
+    path = _scenario(tmp_path, """
+        name = "pinned"
+        description = "t"
+        kind = "http"
+        [defaults]
+        environment = "article-004"
+        endpoint = "def-sleep"
+        delay = 1.0
+        users = 60
+        duration = 3.0
+        timeout = 20.0
+        [[case]]
+        label = "runvar"
+        thread_limit = 50
+        thread_limit_via = "runvar"
+        [[case]]
+        label = "two workers"
+        server_workers = 2
+        users = 10
+        duration = 1.0
+    """)
+    result = _run(path, out_dir)
+    packages = result["environments"]["article-004"]["packages"]
+    assert (packages["fastapi"], packages["anyio"], packages["uvicorn"]) == ("0.94.1", "3.6.2", "0.21.1")
+    assert "taskbench" not in packages, "taskbench's app comes from the checkout's src/"
+    cases = {c["label"]: c for c in result["cases"]}
+    for case in cases.values():
+        assert case["status"] == "ok", case["failures"]
+    assert cases["runvar"]["summary"]["concurrency"] == 50
+    assert cases["two workers"]["processes"] == {"server": 3}
+
+
 def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path, cli: Cli) -> None:
     path = _scenario(tmp_path, """
         name = "mw"

@@ -19,10 +19,21 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def test_the_environment_parameter_names_every_pinned_environment() -> None:
+    """A case's ``environment`` is `servers` or one of the checkout's pinned/<name>/ (each with its lock)."""
+    from taskbench import params
+    from taskbench.harness.processes.envs import pinned_names
+
+    choices = params.get("environment", "http").choices
+    assert choices == ("servers", *pinned_names())
+    assert "article-004" in pinned_names()
+
+
 def test_every_shipped_scenario_loads() -> None:
     names = {p.stem for p in shipped()}
     assert names == {"background-impact", "backends", "backends-awaited", "endpoint-styles",
-                     "endpoint-styles-workers", "middleware", "servers-and-threads", "celery-pools", "faults"}
+                     "endpoint-styles-workers", "middleware", "servers-and-threads", "servers-and-threads-pinned", "celery-pools",
+                     "faults"}
     for path in shipped():
         scenario = load(path)
         assert scenario.name == path.stem

@@ -9,7 +9,9 @@ to one worker, keeps it while no worker runs, and takes it back from a worker th
   (FastStream would create it at the end, skipping what was sent before the first worker). A dead
   consumer's pending entries are claimed by a second subscriber of the same group reading with
   XAUTOCLAIM (``min_idle_time`` = ``--task-timeout``); FastStream's one-command alternative,
-  XREADGROUP's CLAIM option, needs Redis 8.4. ``max_workers`` = ``--concurrency``.
+  XREADGROUP's CLAIM option, needs Redis 8.4. ``max_workers`` = ``--concurrency``, and so is each
+  read's ``max_records`` (XREADGROUP's COUNT): unbounded, a backlog sat in the consumer's pending list
+  until the XAUTOCLAIM took it for a dead consumer's and ran it twice.
 - **RabbitMQ** (``--broker rabbitmq``): a quorum queue named after the run, declared by the API before
   it publishes (a message published to a missing queue is dropped), persistent messages on a
   publisher-confirm channel, ``prefetch_count`` = ``--concurrency``; a dead worker's unacked
@@ -143,7 +145,13 @@ def _subscribe(settings: Settings, broker: Any, handle: Handler) -> None:
         from faststream.redis import StreamSub
 
         name, consumer = stream_name(settings), f"worker-{os.getpid()}"
-        fresh = StreamSub(name, group=name, consumer=consumer, polling_interval=POLL_MS)
+        # XREADGROUP's COUNT: FastStream's default (None) reads every entry there is into this consumer's
+        # pending list, where those waiting behind the running ones age past min_idle_time and the stale
+        # subscriber claims and runs them again (a backlog of 200 half-second tasks at concurrency 1:
+        # 79 ran twice, no fault; docs/results.md, seed 000 row 20). Reading `concurrency` at a time keeps
+        # a task's wait in the pending list to a few task durations.
+        fresh = StreamSub(name, group=name, consumer=consumer, polling_interval=POLL_MS,
+                          max_records=settings.concurrency)
         stale = StreamSub(name, group=name, consumer=consumer, polling_interval=POLL_MS,
                           min_idle_time=int(settings.task_timeout * 1000))
         for sub in (fresh, stale):

@@ -1,13 +1,19 @@
 """Scenarios: the seed articles' experiments as TOML files a user runs, copies and edits.
 
 ``taskbench scenarios`` lists the shipped files; ``taskbench run --scenario NAME|PATH`` runs one.
+
+The scenario files' reader (:mod:`.spec`) is imported when first used, not with the package: the
+HTTP scenarios' app (:mod:`.apps`) is imported by a server in an environment that may hold only
+FastAPI and its server, at the versions of an article (``article-004``, docs/results.md).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from taskbench.scenarios.spec import Scenario, ScenarioError, load
+if TYPE_CHECKING:
+    from taskbench.scenarios.spec import Scenario, ScenarioError, load
 
 FILES = Path(__file__).parent / "files"
 
@@ -18,6 +24,8 @@ def shipped() -> list[Path]:
 
 def resolve(name_or_path: str, profile: str | None = None) -> Scenario:
     """A shipped scenario by name, or a file by path; ``profile``: apply its ``[profile.NAME]``."""
+    from taskbench.scenarios.spec import ScenarioError, load
+
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or "/" in name_or_path:
         if not candidate.is_file():
@@ -57,6 +65,14 @@ def select(scenario: Scenario, text: str) -> list[int]:
     if not chosen:
         raise ValueError(f"--cases {text!r} selects no case")
     return sorted(chosen)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Scenario", "ScenarioError", "load"):
+        from taskbench.scenarios import spec
+
+        return getattr(spec, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["FILES", "Scenario", "ScenarioError", "load", "resolve", "select", "shipped"]

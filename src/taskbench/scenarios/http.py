@@ -18,6 +18,7 @@ from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
 from taskbench.harness.config import Placement
 from taskbench.harness.processes.cgroups import tree_cpu
+from taskbench.harness.processes.envs import pinned_pythonpath
 from taskbench.harness.processes.pinning import pinned
 from taskbench.harness.processes.stack import Stack
 from taskbench.net import free_port, healthy
@@ -74,6 +75,8 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
         "TASKBENCH_APP_THREAD_LIMIT_VIA": params.get("thread_limit_via", "limiter"),
         "TASKBENCH_APP_STATS_DIR": str(stats_dir),
         "PYTHONUNBUFFERED": "1",
+        # a pinned environment holds the article's libraries, not taskbench: its app comes from src/
+        **({} if params.get("environment", "servers") == "servers" else {"PYTHONPATH": pinned_pythonpath()}),
     }
     argv = server_argv(python, params, port)
     template = RequestTemplate(host="127.0.0.1", port=port, path=ROUTES[params["endpoint"]], method="GET")

@@ -98,14 +98,17 @@ class ScenarioRunner:
                 self._write(result)
 
     def _http(self, result: Result) -> None:
-        from taskbench.harness.processes.envs import ensure_env, versions
+        from taskbench.harness.processes.envs import ensure_env, ensure_pinned, versions
         from taskbench.scenarios import http
 
-        python = ensure_env("servers")
-        result.environments = {"servers": versions(str(python))}
+        # each case's server runs in its environment: the lock's `servers` extra, or a pinned set of versions
+        names = dict.fromkeys(str(case.params.get("environment", "servers")) for case in self.cases)
+        pythons = {name: ensure_env(name) if name == "servers" else ensure_pinned(name) for name in names}
+        result.environments = {name: versions(str(python)) for name, python in pythons.items()}
         placement = Placement.parse("auto")
         for case in self.cases:
             self.say(f"case {case.index}: {case.label}")
+            python = pythons[str(case.params.get("environment", "servers"))]
             with progress.phase(f"case {case.index} of {len(self.cases)}: {case.label}"):
                 data = self._repeat(case, partial(http.run_case, case, python, self.out_dir, placement, self.say))
             result.cases.append(self._finish(case, data))

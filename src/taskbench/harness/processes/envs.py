@@ -3,6 +3,10 @@
 The backends' libraries cannot share one environment (arq pins redis-py below 6, kombu needs 6.4
 or later, taskiq-redis needs 8), so each backend's API and workers run in their own environment
 holding exactly the versions the lock file resolved for that backend's extra.
+
+A *pinned* environment (:func:`ensure_pinned`) holds an article's library versions instead: a uv
+project of its own under ``pinned/<name>/`` (its pyproject.toml and uv.lock), without taskbench, whose
+processes import taskbench's modules from the checkout's ``src/`` (:func:`pinned_pythonpath`).
 """
 
 from __future__ import annotations
@@ -89,6 +93,54 @@ def ensure_env(extra: str, *, quiet: bool = False) -> Path:
     result = subprocess.run(argv, env=env, check=False)
     if result.returncode != 0:
         raise HarnessError(f"building the '{extra}' environment failed (uv exit {result.returncode})")
+    stamp.write_text(fingerprint)
+    return python
+
+
+def pinned_names() -> tuple[str, ...]:
+    """The pinned environments of the checkout (``pinned/<name>/uv.lock``)."""
+    root = project_root()
+    if root is None:
+        return ()
+    return tuple(sorted(p.parent.name for p in (root / "pinned").glob("*/uv.lock")))
+
+
+def pinned_pythonpath() -> str:
+    """What a process of a pinned environment puts on PYTHONPATH to import taskbench: the checkout's src/."""
+    return str(Path(__file__).resolve().parents[3])
+
+
+def ensure_pinned(name: str, *, quiet: bool = False) -> Path:
+    """The Python of the pinned environment ``name`` (``pinned/<name>/``), built from its uv.lock on
+    first use and cached as the backends' environments are."""
+    root = project_root()
+    if root is None:
+        raise HarnessError(f"the pinned environment {name!r} needs a checkout of taskbench (pinned/{name}/uv.lock)")
+    project = root / "pinned" / name
+    if not (project / "uv.lock").is_file():
+        known = ", ".join(pinned_names()) or "none"
+        raise HarnessError(f"no pinned environment {name!r} (pinned/{name}/uv.lock); known: {known}")
+    target = env_dir(name)
+    stamp = target / ".taskbench-stamp"
+    digest = hashlib.sha256(name.encode())
+    for part in ("uv.lock", "pyproject.toml"):
+        digest.update((project / part).read_bytes())
+    digest.update(sys.version.encode())
+    fingerprint = digest.hexdigest()
+    python = target / "bin" / "python"
+    if python.exists() and stamp.exists() and stamp.read_text() == fingerprint:
+        return python
+    if not quiet:
+        print(f"preparing the pinned '{name}' environment in {target} (first use; cached after)",
+              file=sys.stderr, flush=True)
+    argv = [uv_binary(), "sync", "--frozen", "--no-dev", "--python", sys.executable, "--project", str(project)]
+    if quiet:
+        argv.append("--quiet")
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["UV_PROJECT_ENVIRONMENT"] = str(target)
+    result = subprocess.run(argv, env=env, check=False)
+    if result.returncode != 0:
+        raise HarnessError(f"building the pinned '{name}' environment failed (uv exit {result.returncode})")
     stamp.write_text(fingerprint)
     return python
 
