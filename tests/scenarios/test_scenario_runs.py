@@ -87,7 +87,7 @@ def test_a_pinned_environment_runs_the_article_s_versions(tmp_path: Path, out_di
     """``environment = "article-004"``: the server runs on seed 004's fastapi 0.94.1 and AnyIO 3.6.2 (built
     from pinned/article-004/uv.lock), where the article's RunVar line raises the limit (AnyIO keyed run
     variables by name then: 40 on today's AnyIO, servers-and-threads); two uvicorn workers are counted as
-    a parent and two servers."""
+    four processes: the parent, multiprocessing's resource tracker and the two servers."""
     path = _scenario(tmp_path, """
         name = "pinned"
         description = "t"
@@ -117,7 +117,7 @@ def test_a_pinned_environment_runs_the_article_s_versions(tmp_path: Path, out_di
     for case in cases.values():
         assert case["status"] == "ok", case["failures"]
     assert cases["runvar"]["summary"]["concurrency"] == 50
-    assert cases["two workers"]["processes"] == {"server": 3}
+    assert cases["two workers"]["processes"] == {"server": 4}
 
 
 def test_middleware_stack_is_built(tmp_path: Path, out_dir: Path, cli: Cli) -> None:
