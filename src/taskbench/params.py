@@ -101,7 +101,8 @@ _REPEAT = "runs of the case, each in fresh processes; the table shows the median
 SCHEMA: Final[tuple[Param, ...]] = (
     # -- celery-only (before the load parameters, which celery cases do not take) --
     Param(name="pool", type=str, default="prefork", choices=POOLS, help="execution pool", kinds=_C),
-    Param(name="concurrency", type=int, default=10, bounds=(1, 10_000), help="pool size", kinds=_C),
+    Param(name="concurrency", type=int, default=10, bounds=(0, 10_000),
+          help="pool size (0: no -c, Celery's own default: one per core for prefork)", kinds=_C),
     Param(name="test", type=str, choices=("io", "cpu", "chord", "routing"), help="what is measured", kinds=_C),
     Param(name="tasks", type=int, default=100, bounds=(1, 100_000), help="tasks enqueued", kinds=_C),
     Param(name="delay", type=float, default=0.05, bounds=(0.0, 60.0),

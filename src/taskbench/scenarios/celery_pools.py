@@ -30,9 +30,11 @@ DEFAULT_CONCURRENCY = {"prefork": 4, "solo": 1, "threads": 100, "gevent": 100, "
 
 
 def worker_argv(python: Path, pool: str, concurrency: int, queues: str, name: str) -> list[str]:
-    return [str(python), "-m", "celery", "-A", "taskbench.scenarios.celery_app", "worker", "-P", pool,
-            "-c", str(concurrency), "-Q", queues, "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
-            "--without-heartbeat", "-l", "WARNING"]
+    """The worker's command line; ``concurrency`` 0 leaves ``-c`` out (Celery's default: the cores, for prefork)."""
+    size = ["-c", str(concurrency)] if concurrency else []
+    return [str(python), "-m", "celery", "-A", "taskbench.scenarios.celery_app", "worker", "-P", pool, *size,
+            "-Q", queues, "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-l", "WARNING"]
 
 
 def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: str, say: Say) -> CeleryCase:
@@ -54,7 +56,7 @@ def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: st
     else:
         workers = [("worker", worker_argv(python, pool, concurrency, "io,cpu", "worker"))]
     result = CeleryCase(worker_argv=[argv[3:] for _, argv in workers],
-                        label=None if "label" in p else f"{p['test']}, {pool} {concurrency}")
+                        label=None if "label" in p else f"{p['test']}, {pool} {concurrency or 'default'}")
     client = redis.Redis.from_url(redis_url)
     timeout = float(p.get("timeout", 120.0))
     stack = Stack(env, name=f"{run_id}-{case.index}", stop_timeout=10.0)
