@@ -459,6 +459,31 @@ def test_sigkill_mid_task(case: Case, request: pytest.FixtureRequest) -> None:
         assert all(counts.get(t, 0) <= 1 for t in ids), report
 
 
+#: the Redis-stream backends whose worker claims another consumer's entries once they sat idle past the
+#: task timeout (XAUTOCLAIM): an entry a live worker holds but has not started must not look idle that long
+RECLAIM_IDLE = [Case(name, "redis") for name in ("faststream", "taskiq", "streaq")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("idle_case", RECLAIM_IDLE, ids=[c.id for c in RECLAIM_IDLE])
+def test_a_backlog_older_than_the_task_timeout_runs_once(idle_case: Case, redis_url: str, broker_redis_url: str,
+                                                         tmp_path: Path) -> None:
+    """A worker holds no more than it runs, so a backlog that waits past the task timeout is not taken for
+    a dead worker's and run again. FastStream's subscriber read every entry of the stream into its
+    consumer's pending list (XREADGROUP without COUNT); at concurrency 1 those behind the running one
+    waited there past the XAUTOCLAIM's idle time and ran twice (79 of 200 half-second tasks, no fault)."""
+    python = str(ensure_env(idle_case.meta.extra, quiet=True))
+    with open_stack(idle_case, python, redis_url, tmp_path, broker_redis_url=broker_redis_url,
+                    io_delay=0.4, task_timeout=2, concurrency=1) as st:
+        ids = _ids("b", 15)  # 6 s one at a time: the last waits three task timeouts behind the others
+        st.post_many(ids)
+        st.start_worker()
+        assert st.wait_executed(ids, timeout=60) == dict.fromkeys(ids, 1)
+        # a copy claimed late would be running now; the graceful stop waits for it
+        st.stop_workers()
+        assert st.counts(ids) == dict.fromkeys(ids, 1)
+
+
 # -- the registry and the suite agree -------------------------------------------------------------
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,13 @@ APP = "taskbench.scenarios.asgi:app"
 ROUTES = {"async-sleep": "/async-sleep", "def-sleep": "/def-sleep", "def-sleep-model": "/def-sleep-model",
           "async-blocking": "/async-blocking", "hello": "/hello"}
 
+@cache
+def _uvicorn_option(python: str, option: str) -> bool:
+    """Whether the uvicorn of ``python``'s environment takes ``option`` (its --help names it)."""
+    out = subprocess.run([python, "-m", "uvicorn", "--help"], capture_output=True, text=True, timeout=60, check=False)
+    return option in out.stdout
+
+
 def server_argv(python: Path, params: dict[str, Any], port: int) -> list[str]:
     server = params.get("server", "uvicorn")
     workers = str(params.get("server_workers", 1))
@@ -39,9 +48,13 @@ def server_argv(python: Path, params: dict[str, Any], port: int) -> list[str]:
     if server == "uvicorn":
         if loop == "trio":
             raise HarnessError("uvicorn has no trio worker class; use server = \"hypercorn\"")
+        # a pinned environment's older uvicorn (0.21, seed 004's) has no --timeout-graceful-shutdown:
+        # it stops when its connections close, or at the stack's SIGKILL
+        flag = "--timeout-graceful-shutdown"
+        graceful = [flag, "1"] if _uvicorn_option(str(python), flag) else []
         return [str(python), "-m", "uvicorn", APP, "--host", "127.0.0.1", "--port", str(port),
                 "--workers", workers, "--loop", loop, "--http", "httptools", "--no-access-log",
-                "--log-level", "warning", "--timeout-graceful-shutdown", "1"]
+                "--log-level", "warning", *graceful]
     if server == "hypercorn":
         return [str(python), "-m", "hypercorn", APP, "--bind", f"127.0.0.1:{port}", "--workers", workers,
                 "--worker-class", loop, "--graceful-timeout", "1", "--log-level", "WARNING"]
