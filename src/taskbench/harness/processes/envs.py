@@ -49,10 +49,10 @@ def uv_binary() -> str:
     raise HarnessError("uv is needed to build backend environments: pip install uv")
 
 
-def _fingerprint(root: Path, extra: str) -> str:
-    digest = hashlib.sha256(extra.encode())
-    for name in ("uv.lock", "pyproject.toml"):
-        digest.update((root / name).read_bytes())
+def _fingerprint(project: Path, name: str) -> str:
+    digest = hashlib.sha256(name.encode())
+    for part in ("uv.lock", "pyproject.toml"):
+        digest.update((project / part).read_bytes())
     digest.update(sys.version.encode())
     return digest.hexdigest()
 
@@ -73,26 +73,25 @@ def ensure_env(extra: str, *, quiet: bool = False) -> Path:
     if root is None:
         # An installed package (no checkout): the current interpreter must already have the extra.
         return Path(sys.executable)
-    target = env_dir(extra)
+    argv = [uv_binary(), "sync", "--frozen", "--no-dev", "--extra", extra, "--python", sys.executable,
+            "--project", str(root)]
+    return _built(env_dir(extra), _fingerprint(root, extra), argv, f"the '{extra}' environment", quiet=quiet)
+
+
+def _built(target: Path, fingerprint: str, argv: list[str], what: str, *, quiet: bool) -> Path:
+    """The Python of the environment at ``target``, synced by ``argv`` (a ``uv sync``) unless its stamp says
+    it was, from the same lock, by the same Python."""
     stamp = target / ".taskbench-stamp"
-    fingerprint = _fingerprint(root, extra)
     python = target / "bin" / "python"
     if python.exists() and stamp.exists() and stamp.read_text() == fingerprint:
         return python
     if not quiet:
-        print(f"preparing the '{extra}' environment in {target} (first use; cached after)",
-              file=sys.stderr, flush=True)
-    argv = [
-        uv_binary(), "sync", "--frozen", "--no-dev", "--extra", extra,
-        "--python", sys.executable, "--project", str(root),
-    ]
-    if quiet:
-        argv.append("--quiet")
+        print(f"preparing {what} in {target} (first use; cached after)", file=sys.stderr, flush=True)
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}  # not the harness's venv
     env["UV_PROJECT_ENVIRONMENT"] = str(target)
-    result = subprocess.run(argv, env=env, check=False)
+    result = subprocess.run([*argv, "--quiet"] if quiet else argv, env=env, check=False)
     if result.returncode != 0:
-        raise HarnessError(f"building the '{extra}' environment failed (uv exit {result.returncode})")
+        raise HarnessError(f"building {what} failed (uv exit {result.returncode})")
     stamp.write_text(fingerprint)
     return python
 
@@ -120,29 +119,8 @@ def ensure_pinned(name: str, *, quiet: bool = False) -> Path:
     if not (project / "uv.lock").is_file():
         known = ", ".join(pinned_names()) or "none"
         raise HarnessError(f"no pinned environment {name!r} (pinned/{name}/uv.lock); known: {known}")
-    target = env_dir(name)
-    stamp = target / ".taskbench-stamp"
-    digest = hashlib.sha256(name.encode())
-    for part in ("uv.lock", "pyproject.toml"):
-        digest.update((project / part).read_bytes())
-    digest.update(sys.version.encode())
-    fingerprint = digest.hexdigest()
-    python = target / "bin" / "python"
-    if python.exists() and stamp.exists() and stamp.read_text() == fingerprint:
-        return python
-    if not quiet:
-        print(f"preparing the pinned '{name}' environment in {target} (first use; cached after)",
-              file=sys.stderr, flush=True)
     argv = [uv_binary(), "sync", "--frozen", "--no-dev", "--python", sys.executable, "--project", str(project)]
-    if quiet:
-        argv.append("--quiet")
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    env["UV_PROJECT_ENVIRONMENT"] = str(target)
-    result = subprocess.run(argv, env=env, check=False)
-    if result.returncode != 0:
-        raise HarnessError(f"building the pinned '{name}' environment failed (uv exit {result.returncode})")
-    stamp.write_text(fingerprint)
-    return python
+    return _built(env_dir(name), _fingerprint(project, name), argv, f"the pinned '{name}' environment", quiet=quiet)
 
 
 @cache
