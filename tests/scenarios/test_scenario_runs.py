@@ -77,6 +77,11 @@ def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> No
     peaks = {c["label"]: c["summary"]["concurrency"] for c in result["cases"]}
     assert peaks == {"default": 40, "raised": 50, "trio raised": 50, "granian": 40, "response model": 40,
                      "blocked": 1}
+    # seed 004: the pool's threads are reused, so as many ran the requests as ran at once (the blocked
+    # loop's one is the event loop's thread)
+    threads = {c["label"]: c["summary"]["threads_seen"] for c in result["cases"]}
+    assert threads == peaks
+    assert all(c["summary"]["requests"] > threads[c["label"]] for c in result["cases"] if c["label"] != "blocked")
     for case in result["cases"]:
         assert case["status"] == "ok", case["failures"]
         assert case["summary"]["errors_pct"] == 0

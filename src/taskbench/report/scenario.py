@@ -27,7 +27,8 @@ COLUMNS: dict[str, list[Column]] = {
         ("rps", "RPS", RATE, "rps"), ("peak_rps", "peak\nRPS", RATE, "peak_rps"),
         ("p50_ms", "median\nms", "{:.0f}", "p50_ms"),
         ("p95_ms", "p95\nms", "{:.0f}", "p95_ms"), ("errors_pct", "errors\n%", "{:.1f}", "errors_pct"),
-        ("concurrency", "in flight\n(peak)", "{:.0f}", "concurrency"), ("max_users", "users", "{}", None),
+        ("concurrency", "in flight\n(peak)", "{:.0f}", "concurrency"),
+        ("threads_seen", "threads\nused", "{}", None), ("max_users", "users", "{}", None),
         ("server_cpu_s", "server\nCPU s", "{:.1f}", None),
     ],
     "celery": [

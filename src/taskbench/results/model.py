@@ -428,6 +428,8 @@ class Summary(Figures):
     # http
     concurrency: float | None = None
     server_processes_seen: int | None = None
+    #: threads that ran the endpoint's requests, over every server process (native ids, counted by the app)
+    threads_seen: int | None = None
     server_cpu_s: float | None = None
     max_users: int | None = None
     peak_rps: float | None = None

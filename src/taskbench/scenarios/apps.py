@@ -64,24 +64,31 @@ class Config:
 
 
 class InFlight:
-    """Requests inside the endpoints now, and the peak; the peak goes to STATS_DIR/<pid>.json."""
+    """Requests inside the endpoints now, the peak, and the native ids of the threads that ran them (seed
+    004: the pool's 40 threads are reused); each goes to STATS_DIR/<pid>.json when it grows."""
 
     def __init__(self, stats_dir: Path | None) -> None:
         self.now = 0
         self.peak = 0
+        self.served = 0
+        self.thread_ids: set[int] = set()
         self.lock = threading.Lock()
         self.path = stats_dir / f"{os.getpid()}.json" if stats_dir else None
 
     def enter(self) -> None:
         with self.lock:
             self.now += 1
-            if self.now > self.peak:
-                self.peak = self.now
-                if self.path is not None:
-                    tmp = self.path.with_suffix(".tmp")
-                    tmp.write_text(json.dumps({"pid": os.getpid(), "peak": self.peak,
-                                               "threads": threading.active_count()}))
-                    tmp.replace(self.path)
+            self.served += 1
+            thread = threading.get_native_id()
+            grew = thread not in self.thread_ids or self.now > self.peak
+            self.thread_ids.add(thread)
+            self.peak = max(self.peak, self.now)
+            if grew and self.path is not None:
+                tmp = self.path.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"pid": os.getpid(), "peak": self.peak,
+                                           "threads": threading.active_count(),
+                                           "thread_ids": len(self.thread_ids)}))
+                tmp.replace(self.path)
 
     def leave(self) -> None:
         with self.lock:
@@ -148,7 +155,8 @@ def create_app(env: dict[str, str] | None = None) -> FastAPI:
     async def stats() -> dict[str, Any]:
         import anyio.to_thread
 
-        return {"pid": os.getpid(), "peak": inflight.peak, "now": inflight.now,
+        return {"pid": os.getpid(), "peak": inflight.peak, "now": inflight.now, "served": inflight.served,
+                "thread_ids": len(inflight.thread_ids),
                 "thread_limit": anyio.to_thread.current_default_thread_limiter().total_tokens}
 
     @app.get("/hello", response_model=None)

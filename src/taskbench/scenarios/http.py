@@ -131,6 +131,7 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
         requests=data.requests, rps=data.rps, p50_ms=data.latency_ms.p50, p95_ms=data.latency_ms.p95,
         p99_ms=data.latency_ms.p99, errors_pct=100.0 * (requests - data.ok) / requests,
         concurrency=sum(p["peak"] for p in peaks) if peaks else None, server_processes_seen=len(peaks),
+        threads_seen=sum(int(p.get("thread_ids", 0)) for p in peaks) if peaks else None,
         server_cpu_s=cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None,
         driver_cpu_pct=100.0 * data.max_utilization, driver_saturated=data.saturated,
         max_users=max((row.users for row in data.per_second), default=spec.users),
