@@ -25,6 +25,10 @@ def _scenario(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def cases_by_label(result: dict) -> dict[str, dict]:
+    return {c["label"]: c for c in result["cases"]}
+
+
 def _run(path: Path, out_dir: Path, redis_url: str | None = None) -> dict:
     runner = ScenarioRunner(load(path), output=out_dir, redis_url=redis_url, say=lambda _: None)
     result = runner.run().model_dump(mode="json")
@@ -82,6 +86,8 @@ def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> No
     threads = {c["label"]: c["summary"]["threads_seen"] for c in result["cases"]}
     assert threads == peaks
     assert all(c["summary"]["requests"] > threads[c["label"]] for c in result["cases"] if c["label"] != "blocked")
+    # seed 004: the server holds every user's connection while its threads serve 40 of them
+    assert cases_by_label(result)["default"]["summary"]["connections_peak"] >= 55
     for case in result["cases"]:
         assert case["status"] == "ok", case["failures"]
         assert case["summary"]["errors_pct"] == 0

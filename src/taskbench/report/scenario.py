@@ -28,7 +28,8 @@ COLUMNS: dict[str, list[Column]] = {
         ("p50_ms", "median\nms", "{:.0f}", "p50_ms"),
         ("p95_ms", "p95\nms", "{:.0f}", "p95_ms"), ("errors_pct", "errors\n%", "{:.1f}", "errors_pct"),
         ("concurrency", "in flight\n(peak)", "{:.0f}", "concurrency"),
-        ("threads_seen", "threads\nused", "{}", None), ("max_users", "users", "{}", None),
+        ("threads_seen", "threads\nused", "{}", None), ("connections_peak", "connections\n(peak)", "{}", None),
+        ("max_users", "users", "{}", None),
         ("server_cpu_s", "server\nCPU s", "{:.1f}", None),
     ],
     "celery": [

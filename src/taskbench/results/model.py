@@ -430,6 +430,8 @@ class Summary(Figures):
     server_processes_seen: int | None = None
     #: threads that ran the endpoint's requests, over every server process (native ids, counted by the app)
     threads_seen: int | None = None
+    #: the most TCP connections established to the server at once during the load (its port, /proc/net/tcp)
+    connections_peak: int | None = None
     server_cpu_s: float | None = None
     max_users: int | None = None
     peak_rps: float | None = None
