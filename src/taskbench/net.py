@@ -53,9 +53,13 @@ _ESTABLISHED = "01"
 
 def established(port: int) -> int | None:
     """How many TCP connections to local port ``port`` are established now (the server's ends: the local
-    address has the port), from /proc/net/tcp and tcp6; None where there is no /proc (not Linux)."""
+    address has the port), from /proc/net/tcp and tcp6; None where there is no /proc (not Linux).
+
+    Counted by their remote ends, each once: the kernel writes these tables a chunk at a time, and a
+    table read while thousands of connections open and close can list one twice."""
     wanted = f":{port:04X}"
-    count, found = 0, False
+    peers: set[str] = set()
+    found = False
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as fh:
@@ -64,7 +68,7 @@ def established(port: int) -> int | None:
                 for line in fh:
                     fields = line.split(None, 4)
                     if len(fields) > 3 and fields[3] == _ESTABLISHED and fields[1].endswith(wanted):
-                        count += 1
+                        peers.add(fields[2])
         except OSError:
             continue
-    return count if found else None
+    return len(peers) if found else None
