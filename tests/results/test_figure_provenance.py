@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.results.test_results_doc import DOC, VERDICT_TABLE, cells, table_at
+from tests.results.test_results_doc import DOC, verdict_table_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"
@@ -50,22 +50,14 @@ def _numbers(cell: str) -> list[str]:
 
 
 def test_the_article_s_figures_in_the_verdict_tables_are_the_article_s(seeds: dict[str, str]) -> None:
-    lines = DOC.read_text().splitlines()
-    heading, checked, wrong = "", 0, []
-    for i, line in enumerate(lines):
-        if line.startswith("## "):
-            heading = line
-        if not line.startswith(VERDICT_TABLE):
-            continue
-        seed = re.match(r"## Seed (\d{3})", heading)
-        assert seed, heading
-        column = cells(line).index("the article's")
-        for row in table_at(lines, i):
-            cell = cells(row)[column]
-            figures = _numbers(cell)
+    checked, wrong = 0, []
+    for seed, _, header, rows in verdict_table_rows(DOC.read_text()):
+        column = header.index("the article's")
+        for row in rows:
+            figures = _numbers(row[column])
             checked += len(figures)
-            for figure in _sourced(seeds[seed.group(1)], figures, cell):
-                wrong.append(f"seed {seed.group(1)} row {cells(row)[0]}: {figure!r} is not in the article ({cell})")
+            for figure in _sourced(seeds[seed], figures, row[column]):
+                wrong.append(f"seed {seed} row {row[0]}: {figure!r} is not in the article ({row[column]})")
     assert checked > 100, "the tables' article figures were read"
     assert not wrong, "\n".join(wrong)
 

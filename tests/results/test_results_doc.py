@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,9 +56,10 @@ def verdict_word(cell: str) -> str | None:
     return m.group(1) if m else None
 
 
-def verdict_tables(text: str) -> list[VerdictTable]:
+def verdict_table_rows(text: str) -> Iterator[tuple[str, str, list[str], list[list[str]]]]:
+    """Each verdict table: its seed ("000"), its section's heading, its header's cells and its rows' cells."""
     lines = text.splitlines()
-    tables, heading = [], ""
+    heading = ""
     for i, line in enumerate(lines):
         if line.startswith("## "):
             heading = line
@@ -65,15 +67,19 @@ def verdict_tables(text: str) -> list[VerdictTable]:
             continue
         seed = re.match(r"## Seed (\d{3})\b", heading)
         assert seed, f"a verdict table (line {i + 1}) outside a '## Seed NNN' section: {heading!r}"
-        width = len(cells(line))
+        yield seed.group(1), heading, cells(line), [cells(row) for row in table_at(lines, i)]
+
+
+def verdict_tables(text: str) -> list[VerdictTable]:
+    tables = []
+    for seed, heading, header, table in verdict_table_rows(text):
         rows = []
-        for row in table_at(lines, i):
-            parts = cells(row)
-            assert len(parts) == width, f"{heading}: a row of {len(parts)} cells, the header has {width}: {row[:80]}"
+        for parts in table:
+            assert len(parts) == len(header), f"{heading}: a row of {len(parts)} cells, the header has {len(header)}"
             word = verdict_word(parts[2])
             assert word is not None, f"{heading}, row {parts[0]}: no defined verdict word: {parts[2][:80]!r}"
             rows.append((parts[0], word))
-        tables.append(VerdictTable(seed.group(1), heading, rows))
+        tables.append(VerdictTable(seed, heading, rows))
     return tables
 
 
