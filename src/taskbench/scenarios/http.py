@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -22,6 +21,7 @@ from taskbench.harness import HarnessError
 from taskbench.harness.config import Placement
 from taskbench.harness.processes.cgroups import tree_cpu
 from taskbench.harness.processes.envs import pinned_pythonpath
+from taskbench.harness.processes.peaks import Peaks
 from taskbench.harness.processes.pinning import pinned
 from taskbench.harness.processes.stack import Stack
 from taskbench.net import established, free_port, healthy
@@ -116,7 +116,9 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
                     run_load(template, LoadSpec(users=min(spec.users, 10), requests=warmup,
                                                 timeout=spec.timeout, id_prefix="w"))
                 cpu0 = tree_cpu(server.pid)
-                with stack.measure() as window, _PeakConnections(port) as connections:
+                # seed 004's netstat: the connections a server holds beyond the requests it serves
+                with stack.measure() as window, Peaks(lambda: {"server": established(port)},
+                                                      interval=CONNECTIONS_INTERVAL, name="connections") as connections:
                     load = run_load(template, spec)
                 result.processes = window.processes
                 cpu1 = tree_cpu(server.pid)
@@ -135,7 +137,7 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
         p99_ms=data.latency_ms.p99, errors_pct=100.0 * (requests - data.ok) / requests,
         concurrency=sum(p["peak"] for p in peaks) if peaks else None, server_processes_seen=len(peaks),
         threads_seen=sum(int(p.get("thread_ids", 0)) for p in peaks) if peaks else None,
-        connections_peak=connections.peak,
+        connections_peak=connections.most.get("server"),
         server_cpu_s=cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None,
         driver_cpu_pct=100.0 * data.max_utilization, driver_saturated=data.saturated,
         max_users=max((row.users for row in data.per_second), default=spec.users),
@@ -147,35 +149,6 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
         result.status = "errors"
     shutil.rmtree(stats_dir, ignore_errors=True)
     return result
-
-class _PeakConnections:
-    """The most TCP connections established to the server's port, read from /proc every
-    :data:`CONNECTIONS_INTERVAL` s on a thread while the load runs (seed 004's netstat: the connections a
-    server holds beyond the requests it serves); ``peak`` None where /proc has no TCP tables."""
-
-    def __init__(self, port: int) -> None:
-        self._port = port
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="taskbench-connections", daemon=True)
-        self.peak: int | None = None
-
-    def _sample(self) -> None:
-        now = established(self._port)
-        if now is not None:
-            self.peak = max(now, self.peak or 0)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(CONNECTIONS_INTERVAL):
-            self._sample()
-
-    def __enter__(self) -> _PeakConnections:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
 
 def _children(pid: int) -> list[int]:
     import psutil

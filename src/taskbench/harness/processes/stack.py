@@ -21,7 +21,6 @@ threads' stacks to its log first (:mod:`taskbench.procgroup`).
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Self
 
 from taskbench.harness import HarnessError
 from taskbench.harness.processes.cgroups import Cgroups, Limit, tree_cpu
+from taskbench.harness.processes.peaks import Peaks
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.processes.rss import tree_sizes
 from taskbench.procgroup import Managed
@@ -63,38 +63,6 @@ class Window:
 
 #: seconds between two counts of the components' processes in a measured stretch (a count reads /proc)
 COUNT_INTERVAL = 1.0
-
-
-class _Counter:
-    """Counts the processes of each of ``procs``' trees at the start, every ``interval`` s and at the
-    end of a window, on a thread of its own; :meth:`stop` gives the most seen per component."""
-
-    def __init__(self, procs: ProcessSet, interval: float = COUNT_INTERVAL) -> None:
-        self._procs = procs
-        self._interval = interval
-        self._stop = threading.Event()
-        self.most: dict[str, int] = {}
-        self._thread = threading.Thread(target=self._loop, name="taskbench-process-count", daemon=True)
-
-    def _sample(self) -> None:
-        roots = {proc.name: proc.pid for proc in list(self._procs.procs) if proc.alive()}
-        for name, count in tree_sizes(roots).items():
-            self.most[name] = max(count, self.most.get(name, 0))
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
-            self._sample()
-
-    def start(self) -> _Counter:
-        self._sample()
-        self._thread.start()
-        return self
-
-    def stop(self) -> dict[str, int]:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-        return {name: count for name, count in self.most.items() if count}
 
 
 #: seconds past the components' grace before the SIGKILL: a worker that used its whole grace on a
@@ -181,18 +149,22 @@ class Stack:
         and the most processes each component's tree held in it."""
         window = Window()
         before = {name: tree_cpu(item.pid) for name, item in self._limited.items()}
-        counter = _Counter(self.procs).start()
         started = time.monotonic()
         try:
-            yield window
+            with Peaks(self._tree_sizes, interval=COUNT_INTERVAL, name="process-count") as processes:
+                yield window
         finally:
             window.seconds = time.monotonic() - started
-            window.processes = counter.stop()
+            window.processes = {name: count for name, count in processes.most.items() if count}
             for name, item in self._limited.items():
                 used, start = tree_cpu(item.pid), before.get(name)
                 if used is not None and start is not None and window.seconds > 0:
                     window.cpu_share[name] = (used - start) / window.seconds
                     item.record.load_cpu = window.cpu_share[name]
+
+    def _tree_sizes(self) -> dict[str, int]:
+        """Per running component, the processes of its tree now (a restarted one by its new pid)."""
+        return tree_sizes({proc.name: proc.pid for proc in list(self.procs.procs) if proc.alive()})
 
     def limit_records(self) -> dict[str, LimitRecord]:
         """Every limited component's record, with its cgroup's figures and its CPU since it was limited."""
