@@ -189,6 +189,12 @@ SCHEMA: Final[tuple[Param, ...]] = (
           help="seconds without a single execution after which the drain stops waiting and counts the rest "
                "lost (never less than twice the task timeout + 10 s, when a dead worker's tasks come back)",
           cli=True, kinds=_Q),
+    Param(name="scrape_api", type=float, default=0.0, bounds=(0, 3600),
+          help="read the API's /metrics every this many seconds through the load and the drain, as a Prometheus "
+               "beside it would (a scrape fails after 10 s, Prometheus's default timeout, and is late past the "
+               "interval); the result keeps each scrape, the failed and late ones, and the API's request count "
+               "beside the driver's answers (0: off)",
+          cli=True, kinds=_Q),
     Param(name="shutdown_timeout", type=float, default=10.0, bounds=(0.0, 600.0),
           help="seconds a process may take to stop", env="SHUTDOWN_TIMEOUT", attr="stop_timeout"),
     Param(name="task_timeout", type=float, default=60.0, bounds=(1, 86_400),

@@ -63,6 +63,7 @@ def run(
                               "load: 1.5 x that + 30 s, and on while tasks still run at the drain's own pace, "
                               "within an hour; a value given here is kept]")] = None,
     drain_stall: Annotated[float, params.option("drain_stall")] = params.default("drain_stall"),
+    scrape_api: Annotated[float, params.option("scrape_api")] = params.default("scrape_api"),
     pin: Annotated[str, typer.Option(help="core placement: auto | off | 'api=0;workers=1;driver=1;redis=0'")] = "auto",
     api_port: Annotated[int | None, params.option("api_port")] = params.default("api_port"),
     timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
@@ -192,7 +193,7 @@ def run(
             procrastinate_retry_stalled=procrastinate_retry_stalled, rq_worker_ttl=rq_worker_ttl,
             rq_maintenance_interval=rq_maintenance_interval, huey_worker_type=huey_worker_type,
             producer_threads=producer_threads, payload=payload, with_packages=tuple(with_packages or ()),
-            task_paths=tuple(task_paths or ()), soak=soak_spec,
+            task_paths=tuple(task_paths or ()), soak=soak_spec, scrape_api=scrape_api,
         )
     except ValueError as exc:
         fail(str(exc))

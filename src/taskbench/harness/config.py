@@ -20,6 +20,8 @@ from taskbench.messages import WORKLOADS
 from taskbench.settings import EnqueueMode
 
 ROLES = ("api", "workers", "driver", "redis")
+#: the shortest interval of --scrape-api: a scrape a tenth of a second at most, not a load of its own
+MIN_SCRAPE = 0.1
 
 
 def check_brokers(names: Iterable[str], broker: str | None, broker_url: str | None) -> dict[str, str]:
@@ -111,6 +113,7 @@ class RunConfig:
     #: the drain stops once no task ran for this long (at least 2 × task_timeout + 10 s: redeliveries)
     drain_stall: float = 60.0
     late_grace: float = 2.0
+    scrape_api: float = 0.0  # s between two scrapes of the API's /metrics through the load (0: none)
     startup_timeout: float = 60.0
     stop_timeout: float = 10.0
     task_timeout: float = 60.0
@@ -161,6 +164,9 @@ class RunConfig:
             value = getattr(self, item.name)
             if item.name in checked and value is not None:
                 checked[item.name].check(value)
+        if 0 < self.scrape_api < MIN_SCRAPE:
+            raise ValueError(f"--scrape-api {self.scrape_api:g}: scrape at most every {MIN_SCRAPE:g} s "
+                             "(0 turns the scrape off)")
 
     def _check_load_modes(self) -> None:
         """``--phases`` and ``--find-max-rate`` each decide the load: one at a time, without a fault for the

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from taskbench.redaction import redact_argv, redact_data, redact_text
+from taskbench.results.api_scrape import ApiScrapeRecord
 from taskbench.results.load import BacklogSecond, PhaseRecord, RateSearch
 from taskbench.results.model import (
     AuditResult,
@@ -115,6 +116,8 @@ class QueueCase(CaseBase):
     rate_search: RateSearch | None = None
     #: ``--soak``: the series over time, their growth and the drift verdict
     soak: SoakRecord | None = None
+    #: ``--scrape-api``: the API's /metrics read through the load and the drain
+    api_scrape: ApiScrapeRecord | None = None
 
     @property
     def name(self) -> str:

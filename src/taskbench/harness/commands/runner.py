@@ -15,6 +15,7 @@ from typing import Any
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError, progress
+from taskbench.harness.api_scrape import ApiScrape
 from taskbench.harness.brokers import (
     PrivateServer,
     case_durability,
@@ -327,7 +328,10 @@ class Runner:
                 supervisor = self._supervisor(stack) if cfg.supervised else None
                 # the fault is armed through the load and the drain: one due after a short load's end
                 # hits the backlog being worked off (its record says so)
-                with injector.armed(load_start) if injector else contextlib.nullcontext():
+                scraping = ApiScrape(f"http://127.0.0.1:{port}/metrics", interval=cfg.scrape_api) \
+                    if cfg.scrape_api else None
+                with injector.armed(load_start) if injector else contextlib.nullcontext(), \
+                        scraping if scraping is not None else contextlib.nullcontext():
                     with progress.phase(f"[{name}] load", total=None if cfg.rate_search else cfg.load.requests,
                                         duration=cfg.load.duration or cfg.load.scheduled_s or None,
                                         executed=lambda: executed() - warm_accepted), \
@@ -377,6 +381,9 @@ class Runner:
                             case.revived = revived_in_load + drained.revived
                             if drained.drained:  # requests the driver gave up on may still be running
                                 quiet(client, ledger, say=say, failed=load.failed_ids)
+                if scraping is not None:
+                    case.api_scrape = scraping.record(load.per_second, load_end)
+                    say(case.api_scrape.describe())
                 if injector is not None:
                     case.fault = injector.record
                     if injector.record.error:
