@@ -255,7 +255,15 @@ def test_celery_pools_chord_and_routing(tmp_path: Path, out_dir: Path, redis_url
         assert case["summary"]["lost"] == 0
         assert case["summary"]["duplicated"] == 0
     assert cases["chord prefork 2"]["summary"]["max_parallel"] == 2
+    # the prefetch (seed 003): the prefork 2 worker received the chord's three tasks at once, started two,
+    # the third when a process was free (a 0.3 s task later); the callback came after them
+    probe = cases["chord prefork 2"]["probe"]
+    assert (probe["received_before_first_finish"], probe["started_before_first_finish"]) == (3, 2), probe
+    assert len(probe["received_s"]) == len(probe["started_s"]) == len(probe["finished_s"]) == 4
+    assert probe["started_s"][2] >= probe["finished_s"][0]
     assert cases["chord gevent"]["summary"]["max_parallel"] == 3
+    gevent = cases["chord gevent"]["probe"]
+    assert (gevent["received_before_first_finish"], gevent["started_before_first_finish"]) == (3, 3), gevent
     assert 3 <= cases["chord gevent"]["probe"]["chord_sum"] <= 30
     assert cases["io eventlet"]["summary"]["max_parallel"] > 1
     assert len(cases["routing"]["worker_argv"]) == 2

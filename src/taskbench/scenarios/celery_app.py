@@ -10,19 +10,23 @@ TASKBENCH_CELERY_* variables: the broker and result backend URL (Redis), the key
 - ``sum_numbers``: the chord's callback.
 
 Every task records its run in a Redis hash (task id -> runs), so the probe counts lost and
-duplicated tasks, and the peak of tasks running at once.
+duplicated tasks, and the peak of tasks running at once. The worker's main process records when it
+received each task from the broker (Celery's ``task_received`` signal: where its "Received task" log line
+is written) and each task when it started and finished, so the probe sees a prefetch: tasks received
+before any finished, of which only the pool's size started.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.request
 from typing import Any
 
 import redis
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import task_received, worker_ready
 
 from taskbench.workloads import crunch
 
@@ -48,6 +52,7 @@ _ENTER = """
 local n = redis.call('INCR', KEYS[1])
 local m = tonumber(redis.call('GET', KEYS[2]) or '0')
 if n > m then redis.call('SET', KEYS[2], n) end
+redis.call('RPUSH', KEYS[3], ARGV[1])
 return n
 """
 _client: redis.Redis | None = None
@@ -65,10 +70,11 @@ class _Running:
         self.task_id = task_id
 
     def __enter__(self) -> None:
-        client().eval(_ENTER, 2, f"{PREFIX}running", f"{PREFIX}peak")
+        client().eval(_ENTER, 3, f"{PREFIX}running", f"{PREFIX}peak", f"{PREFIX}started", f"{time.time():.6f}")
 
     def __exit__(self, *exc: object) -> None:
         pipe = client().pipeline()
+        pipe.rpush(f"{PREFIX}finished", f"{time.time():.6f}")
         pipe.decr(f"{PREFIX}running")
         pipe.hincrby(f"{PREFIX}runs", self.task_id, 1)
         pipe.execute()
@@ -90,6 +96,11 @@ def crunch_task(task_id: str, iterations: int) -> int:
 def sum_numbers(numbers: list[int]) -> int:
     with _Running("sum"):
         return sum(numbers)
+
+
+@task_received.connect  # type: ignore[untyped-decorator,unused-ignore]
+def _received(request: Any = None, **_: Any) -> None:
+    client().rpush(f"{PREFIX}received", f"{time.time():.6f}")
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator,unused-ignore]

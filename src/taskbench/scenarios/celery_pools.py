@@ -94,6 +94,8 @@ def run_case(case: Case, python: Path, redis_url: str, out_dir: Path, run_id: st
         cpu_s=sum(b - a for a, b in zip(cpu0, cpu1, strict=True)), max_parallel=data["max_parallel"],
         lost=data["lost"], duplicated=data["duplicated"],
     )
+    say(f"[{result.label or case.label}] before the first task finished, the worker(s) had received "
+        f"{data['received_before_first_finish']} task(s) and started {data['started_before_first_finish']}")
     if data["timed_out"]:
         result.failures.append(f"only {data['executed']} of {tasks} tasks ran within {timeout:.0f} s")
     if data["duplicated"]:

@@ -1,7 +1,10 @@
 """Enqueues one celery-pools case's tasks and waits for them; prints one JSON line.
 
 Run by the harness inside the celery environment, after the workers are ready:
-``python -m taskbench.scenarios.celery_probe '{"test": "io", "tasks": 200, ...}'``.
+``python -m taskbench.scenarios.celery_probe '{"test": "io", "tasks": 200, ...}'``. Beside the counts, when
+the worker received each task (Celery's ``task_received``), and when each started and finished, in s from
+the enqueue, and how many were received, and how many started, before the first finished (seed 003's
+prefetch: a prefork 4 worker received all five, and started four).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     timeout = float(params.get("timeout", 120.0))
     r = client()
     out: dict[str, Any] = {"test": test}
-    start = time.perf_counter()
+    start, start_wall = time.perf_counter(), time.time()
     if test == "chord":
         size = int(params.get("chord_size", 5))
         expected = size + 1
@@ -48,6 +51,13 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
         lost=max(0, expected - len(runs)), duplicated=sum(v - 1 for v in runs.values() if v > 1),
         max_parallel=int(r.get(f"{PREFIX}peak") or 0), timed_out=len(runs) < expected,
     )
+    received, started, finished = (sorted(float(t) for t in r.lrange(f"{PREFIX}{name}", 0, -1))
+                                   for name in ("received", "started", "finished"))
+    first_finish = finished[0] if finished else float("inf")
+    out.update(received_before_first_finish=sum(1 for t in received if t < first_finish),
+               started_before_first_finish=sum(1 for t in started if t < first_finish),
+               **{f"{name}_s": [round(t - start_wall, 3) for t in times]
+                  for name, times in (("received", received), ("started", started), ("finished", finished))})
     return out
 
 
