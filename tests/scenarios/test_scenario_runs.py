@@ -247,9 +247,21 @@ def test_celery_pools_chord_and_routing(tmp_path: Path, out_dir: Path, redis_url
         pool = "solo"
         io_pool = "threads"
         io_concurrency = 20
+        [[case]]
+        label = "process pool on prefork"
+        test = "process"
+        pool = "prefork"
+        concurrency = 1
+        tasks = 2
     """)
     result = _run(path, out_dir, redis_url)
     cases = {c["label"]: c for c in result["cases"]}
+    # seed 000's claim 14: a task that opens a ProcessPoolExecutor on the prefork pool raises, every time
+    process = cases.pop("process pool on prefork")
+    assert process["status"] == "errors", process["failures"]
+    assert process["summary"]["failed"] == 2 and process["summary"]["failed_types"] == {"AssertionError": 2}
+    assert process["probe"]["errors"] == {"AssertionError: daemonic processes are not allowed to have children": 2}
+    assert process["summary"]["lost"] == 0 == process["summary"]["duplicated"]
     for case in cases.values():
         assert case["status"] == "ok", case["failures"]
         assert case["summary"]["lost"] == 0

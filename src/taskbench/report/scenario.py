@@ -57,15 +57,21 @@ FAULT_COLUMNS: list[Column] = [
 EXTRA_COLUMN: Column = ("extra_executions", "extra\nruns", "{}", None)
 
 
+# shown when a celery case's tasks raised (seed 000's ProcessPoolExecutor inside a prefork task)
+RAISED_COLUMN: Column = ("failed", "tasks\nraised", "{}", None)
+
+
 # the name of the figure a repeated case is ranked by, in a header
 RANKED_HEADER = {"queue": "RPS", "http": "RPS", "celery": "tasks/s"}
-for _column in [*(c for cols in COLUMNS.values() for c in cols), *FAULT_COLUMNS, EXTRA_COLUMN]:
+for _column in [*(c for cols in COLUMNS.values() for c in cols), *FAULT_COLUMNS, EXTRA_COLUMN, RAISED_COLUMN]:
     assert _column[0] in Summary.model_fields, f"column {_column[0]!r} is not a Summary figure"
 
 
 def columns(kind: str, cases: list[CaseBase]) -> list[Column]:
     faulted = any(c.summary.fault for c in cases)
     extra = [EXTRA_COLUMN] if any(c.summary.extra_executions for c in cases) else []
+    if kind == "celery" and any(c.summary.failed for c in cases):
+        extra.append(RAISED_COLUMN)
     return COLUMNS[kind] + extra + (FAULT_COLUMNS if faulted else [])
 
 

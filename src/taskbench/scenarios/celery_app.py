@@ -7,6 +7,7 @@ TASKBENCH_CELERY_* variables: the broker and result backend URL (Redis), the key
 - ``get_number``: an HTTP GET to the local delay server (the seed's ``requests.get``; here
   ``urllib``, which gevent and eventlet patch like any socket user), returning its random number;
 - ``crunch_task``: CPU-bound work;
+- ``process_task``: the CPU work in a ProcessPoolExecutor the task opens (seed 000, claim 14);
 - ``sum_numbers``: the chord's callback.
 
 Every task records its run in a Redis hash (task id -> runs), so the probe counts lost and
@@ -22,6 +23,7 @@ import json
 import os
 import time
 import urllib.request
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import redis
@@ -90,6 +92,20 @@ def get_number(task_id: str) -> int:
 def crunch_task(task_id: str, iterations: int) -> int:
     with _Running(task_id):
         return crunch(iterations)
+
+
+@app.task  # type: ignore[untyped-decorator,unused-ignore]
+def process_task(task_id: str, iterations: int) -> int:
+    """seed 000's cpu/process inside a Celery task: the task opens a ProcessPoolExecutor and runs the work in
+    it. An error (the article's "daemonic processes are not allowed to have children") is recorded for the
+    probe, then raised, as the task would raise it."""
+    with _Running(task_id):
+        try:
+            with ProcessPoolExecutor(max_workers=1) as pool:
+                return pool.submit(crunch, iterations).result()
+        except Exception as exc:
+            client().hset(f"{PREFIX}errors", task_id, f"{type(exc).__name__}: {exc}")
+            raise
 
 
 @app.task  # type: ignore[untyped-decorator,unused-ignore]

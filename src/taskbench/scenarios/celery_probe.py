@@ -18,7 +18,7 @@ from typing import Any
 def run(params: dict[str, Any]) -> dict[str, Any]:
     from celery import chord
 
-    from taskbench.scenarios.celery_app import PREFIX, client, crunch_task, get_number, sum_numbers
+    from taskbench.scenarios.celery_app import PREFIX, client, crunch_task, get_number, process_task, sum_numbers
 
     test = params["test"]
     tasks = int(params.get("tasks", 100))
@@ -35,7 +35,9 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     else:
         expected = tasks
         for i in range(tasks):
-            if test == "io" or (test == "routing" and i % 2 == 0):
+            if test == "process":
+                process_task.apply_async((f"t{i}", iterations), queue="cpu")
+            elif test == "io" or (test == "routing" and i % 2 == 0):
                 get_number.apply_async((f"t{i}",), queue="io")
             else:
                 crunch_task.apply_async((f"t{i}", iterations), queue="cpu")
@@ -53,6 +55,11 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     )
     received, started, finished = (sorted(float(t) for t in r.lrange(f"{PREFIX}{name}", 0, -1))
                                    for name in ("received", "started", "finished"))
+    errors: dict[str, int] = {}
+    for message in r.hvals(f"{PREFIX}errors"):
+        text = message.decode() if isinstance(message, bytes) else message
+        errors[text] = errors.get(text, 0) + 1
+    out["errors"] = errors
     first_finish = finished[0] if finished else float("inf")
     out.update(received_before_first_finish=sum(1 for t in received if t < first_finish),
                started_before_first_finish=sum(1 for t in started if t < first_finish),
