@@ -80,10 +80,12 @@ class ApiScrape:
             self.samples.append(self._scrape())  # the counters as the drain left them
 
     def record(self, per_second: Sequence[dict[str, int]], load_end: float) -> ApiScrapeRecord:
-        """The record, with the driver's answers (its ``per_second`` rows) beside each sample; ``load_end``:
-        when the load ended (``time.time()``)."""
+        """The record, with the driver's answers (its ``per_second`` rows) beside each sample: those of the whole
+        seconds before it during the load, all of them once the load has ended (``load_end``, ``time.time()``)."""
         load_s = max(0.0, load_end - self._t0_wall)
-        samples = [s.model_copy(update={"answered": answered_by(per_second, s.t)}) for s in list(self.samples)]
+        everything = sum(row["completed"] for row in per_second)
+        samples = [s.model_copy(update={"answered": everything if s.t >= load_s else answered_by(per_second, s.t)})
+                   for s in list(self.samples)]
         return ApiScrapeRecord(url=self.url, interval_s=self.interval, timeout_s=self.timeout,
                                load_s=round(load_s, 3), samples=samples)
 

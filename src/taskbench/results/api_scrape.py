@@ -25,7 +25,7 @@ class ScrapeSample(Model):
     counted: float | None = None
     #: the API's ``taskbench_tasks_succeeded_total`` (``background``: the tasks its process ran)
     executed: float | None = None
-    #: the requests the driver had an answer to in the whole seconds of its load before ``t``
+    #: the requests the driver had an answer to in the whole seconds of its load before ``t`` (all, after the load)
     answered: int | None = None
 
 
