@@ -111,7 +111,7 @@ class _Protocol(asyncio.Protocol):
             if future.done():  # its caller gave up meanwhile
                 continue
             if isinstance(reply, hiredis.ReplyError):
-                future.set_exception(_error(str(reply)))
+                future.set_exception(reply_error(str(reply)))
             else:
                 future.set_result(reply)
         if not self._unanswered and self._out and not self._scheduled:
@@ -286,7 +286,7 @@ def _chain(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
     source.add_done_callback(copy)
 
 
-def _error(text: str) -> ResponseError:
+def reply_error(text: str) -> ResponseError:
     """A reply error as redis-py raises it (NOSCRIPT is its NoScriptError)."""
     if text.startswith("NOSCRIPT "):
         return NoScriptError(text.removeprefix("NOSCRIPT "))

@@ -97,7 +97,8 @@ async def run(settings: Settings) -> None:
         heap.freeze(settings.gc_freeze)  # start-up is over (taskbench/heap.py)
         try:
             await backend.run_worker(WorkerContext(settings=settings, execute=workloads.run, ready=ready,
-                                                   tasks_from_threads=workloads.tasks_from_threads))
+                                                   tasks_from_threads=workloads.tasks_from_threads,
+                                                   run_here=workloads.run_here))
         finally:
             watchdog = _stop_watchdog(asyncio.get_running_loop(), meta.name)
             stopping.set()

@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from taskbench.ledger import Ledger
+from taskbench.ledger_thread import ThreadRecords, thread_records_for
 from taskbench.ledger_writer import writer_for
 from taskbench.messages import NOOP, USER_TASK, WORKLOADS, TaskMessage
 from taskbench.metrics import task_metrics
@@ -66,6 +67,8 @@ class Workloads:
                 settings.redis_url, max_connections=settings.threads + 4, timeout=30
             )
         )
+        # the records of tasks run in a library's own threads (tasks_from_threads, run_here)
+        self._here: ThreadRecords | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._processes: ProcessPoolExecutor | None = None
         # a user's own task (settings.task: module:callable), imported once; TaskSpecError at start
@@ -121,16 +124,52 @@ class Workloads:
             self._processes = None
         if self._writer is not None:
             await self._writer.aclose()
+        if self._here is not None:
+            self._here.close()
         await self.redis.aclose(close_connection_pool=True)
         self.redis_sync.close()
         self.redis_sync.connection_pool.disconnect()
 
     def tasks_from_threads(self) -> None:
-        """The backend hands each task from a thread of its library to this loop and waits for it: a batch
-        of ledger records leaves at once instead of waiting loop turns for tasks that are not on the loop
+        """The backend's library runs each task in a thread of its own: a body that needs no event loop runs
+        there (:meth:`run_here`, :mod:`taskbench.ledger_thread`), and a batch of the loop's ledger records
+        leaves at once instead of waiting loop turns for tasks that are not on the loop
         (:mod:`taskbench.ledger_writer`)."""
         if self._writer is not None:
             self._writer.set_hold(0)
+        if self._here is None:
+            self._here = thread_records_for(self.ledger, self.settings.redis_url)
+
+    def run_here(self, task: TaskMessage) -> bool:
+        """Run ``task`` in the calling thread (a library's, after :meth:`tasks_from_threads`) if its body needs no
+        event loop: a no-op, or ``io/simple`` with no delay; its record (or, ledger off, its INCRBY) one
+        blocking round trip on the thread's own connection. False: not run, the caller hands it to the loop
+        (:meth:`run`)."""
+        here = self._here
+        if here is None or (task.workload != NOOP and (task.workload != "io/simple" or self.settings.io_delay)):
+            return False
+        metrics = self.metrics.task(task.workload)
+        metrics.started.inc()
+        metrics.in_progress.inc()
+        started = time.time()
+        clock = time.perf_counter()
+        incr = (self.counter_key, task.value) if task.workload == "io/simple" else None
+        try:
+            if self.settings.ledger:
+                if here.record(task.task_id, task.enqueued_at, started, time.time(), incr=incr) > 1:
+                    metrics.redelivered.inc()
+            else:
+                if incr is not None:
+                    here.incrby(*incr)
+                self._count_done()
+        except Exception:
+            metrics.failed.inc()
+            raise
+        else:
+            metrics.succeeded_at(task.enqueued_at, started, clock)
+        finally:
+            metrics.in_progress.dec()
+        return True
 
     async def run(self, task: TaskMessage) -> None:
         """Execute one task and record it in the ledger."""

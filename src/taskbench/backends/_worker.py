@@ -36,20 +36,25 @@ def stop_requested(on_stop: Callable[[], None] | None = None) -> Iterator[asynci
 
 
 def blocking_execute(ctx: WorkerContext) -> Callable[[dict[str, Any]], None]:
-    """For a library that runs tasks in its own threads: run the task on this process's loop and wait.
+    """For a library that runs tasks in its own threads: run the task in the library's thread if its body
+    needs no event loop (``ctx.run_here``: a no-op, ``io/simple`` with no delay, its record a blocking round
+    trip on the thread's own connection), else on this process's loop, and wait.
 
-    The loop (the caller's, running now) owns the Workloads' Redis clients, so the coroutine must run
+    The loop (the caller's, running now) owns the Workloads' asyncio clients, so a coroutine must run
     there, not on a loop of the library's thread. The tasks reach the loop one at a time from those
     threads, so the ledger's records do not wait loop turns for one another (``tasks_from_threads``).
     """
     loop = asyncio.get_running_loop()
     execute = ctx.execute
+    run_here = ctx.run_here
     ctx.tasks_from_threads()
 
-    async def run(payload: dict[str, Any]) -> None:
-        await execute(TaskMessage.from_dict(payload))
+    async def run(task: TaskMessage) -> None:
+        await execute(task)
 
     def call(payload: dict[str, Any]) -> None:
-        asyncio.run_coroutine_threadsafe(run(payload), loop).result()
+        task = TaskMessage.from_dict(payload)
+        if not run_here(task):
+            asyncio.run_coroutine_threadsafe(run(task), loop).result()
 
     return call

@@ -56,6 +56,8 @@ class WorkerContext:
     ready: Callable[[], Awaitable[None]]  # call once the worker can take tasks
     #: call when the library's own threads hand the tasks to this loop (:func:`._worker.blocking_execute`)
     tasks_from_threads: Callable[[], None] = lambda: None
+    #: from such a thread: run the task there if its body needs no loop (True), else leave it (False)
+    run_here: Callable[[TaskMessage], bool] = lambda task: False
 
 
 class Backend(Protocol):

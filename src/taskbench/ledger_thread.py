@@ -1,0 +1,178 @@
+"""The ledger's records made in the library's own thread, for the libraries that run tasks in threads (issue 33).
+
+Celery (threads pool), Dramatiq and Huey call a task function in a thread of their own. A body that needs
+an event loop is handed to the worker's loop and waited for (:func:`taskbench.backends._worker.blocking_execute`);
+a body that does not (a no-op, an ``io/simple`` INCRBY with no delay) runs where the library called it,
+the way a synchronous task of these libraries is written, and its record is one blocking round trip on
+that thread's own Redis connection: the same packed ``EVALSHA`` of :data:`taskbench.ledger.RECORD` as the
+loop's :class:`taskbench.ledger_writer.LedgerWriter` (the task's effect and its record together or not at
+all), written with one ``sendall`` and read back by hiredis before the task returns, so the library still
+acknowledges a task only once its record is in Redis.
+
+Why: handed to the loop, a record cost Celery's no-op task a hop to the loop, a write, a wake-up of the loop
+on the reply and a hop back (75-90 µs of its worker's CPU a task, 5-12 % of its drain rate:
+docs/benchmarks.md, "The ledger on no-op tasks"); the blocking round trip costs the thread two system
+calls, and the GIL is released while it waits.
+
+A lost connection fails the record (the task raises; the library does not count it run, and a record that
+did reach Redis shows as a second execution when the task runs again: never a lost one) and the thread's
+next record connects again. A URL this does not speak to (TLS) leaves every body on the loop.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import hiredis
+from redis.exceptions import NoScriptError, ResponseError
+
+from taskbench.ledger import RECORD, RECORD_SHA
+from taskbench.ledger_writer import (
+    CONNECT_ATTEMPTS,
+    CONNECT_BACKOFF,
+    CONNECT_TIMEOUT,
+    LedgerConnectionError,
+    RecordCommands,
+)
+from taskbench.redis_pipe import address_of, pack, reply_error
+
+if TYPE_CHECKING:
+    from taskbench.ledger import Ledger
+
+#: bytes read at once from the socket (a reply is a few bytes)
+_READ = 65536
+
+
+class BlockingConnection:
+    """One blocking Redis connection (a socket and a hiredis reader) with the record script loaded, used by one
+    thread at a time; ``timeout`` bounds the connection's making, not its commands."""
+
+    def __init__(self, address: dict[str, Any], timeout: float) -> None:
+        if address.get("path"):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(address["path"])
+            except BaseException:
+                sock.close()
+                raise
+        else:
+            sock = socket.create_connection((address.get("host", "localhost"), int(address.get("port", 6379))),
+                                            timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = sock
+        self._reader = hiredis.Reader()
+        try:
+            password = address.get("password")
+            if password is not None:
+                user = address.get("username")
+                self.call(pack(*(("AUTH", user, password) if user else ("AUTH", password))))
+            if address.get("db"):
+                self.call(pack("SELECT", int(address["db"])))
+            sha = self.call(pack("SCRIPT", "LOAD", RECORD))
+            if (sha.decode() if isinstance(sha, bytes) else sha) != RECORD_SHA:
+                raise LedgerConnectionError(f"SCRIPT LOAD answered {sha!r}, not the record script's SHA1")
+        except BaseException:
+            self.close()
+            raise
+        # connected: a command waits as long as Redis takes, as the loop's records do (the caller bounds it)
+        sock.settimeout(None)
+
+    def call(self, command: bytes) -> Any:
+        """Send one packed command; its reply (a reply error raises as redis-py's)."""
+        self.sock.sendall(command)
+        reader = self._reader
+        while (reply := reader.gets()) is False:
+            data = self.sock.recv(_READ)
+            if not data:
+                raise ConnectionError("Redis closed the connection")
+            reader.feed(data)
+        if isinstance(reply, hiredis.ReplyError):
+            raise reply_error(str(reply))
+        return reply
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class ThreadRecords:
+    """Records (and, with the ledger off, the task's INCRBY) from the calling thread, on a connection of that
+    thread's own (see the module's docstring). Thread-safe; :meth:`close` closes every thread's connection."""
+
+    def __init__(self, ledger: Ledger, address: dict[str, Any]) -> None:
+        self._address = address
+        self._commands = RecordCommands(ledger)
+        self._local = threading.local()
+        self._open: set[BlockingConnection] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def record(self, task_id: str, enqueued_at: float, started_at: float, finished_at: float, *,
+               incr: tuple[str, int] | None = None) -> int:
+        """As :meth:`taskbench.ledger.Ledger.record`: how many times this task has run, this one included."""
+        command = self._commands.record(task_id, enqueued_at, started_at, finished_at, incr=incr)
+        try:
+            reply = self._call(command)
+        except NoScriptError:  # the script was flushed meanwhile: it did not run, so sending again is safe
+            self._call(pack("SCRIPT", "LOAD", RECORD))
+            reply = self._call(command)
+        return int(reply)
+
+    def incrby(self, key: str, amount: int) -> None:
+        """The task's own INCRBY, with the ledger off."""
+        self._call(pack("INCRBY", key, amount))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            connections, self._open = self._open, set()
+        for connection in connections:
+            connection.close()
+
+    def _call(self, command: bytes) -> Any:
+        connection: BlockingConnection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._connect()
+        try:
+            return connection.call(command)
+        except (OSError, ConnectionError) as exc:  # the reply is lost with the connection: the caller raises
+            self._drop(connection)
+            raise LedgerConnectionError(f"ledger connection: {exc!r}") from exc
+
+    def _connect(self) -> BlockingConnection:
+        delay = CONNECT_BACKOFF
+        for attempt in range(CONNECT_ATTEMPTS):
+            if self._closed:
+                raise LedgerConnectionError("the ledger's thread connections are closed")
+            try:
+                connection = BlockingConnection(self._address, CONNECT_TIMEOUT)
+                break
+            except (OSError, ConnectionError, ResponseError) as exc:  # ResponseError: AUTH or SELECT refused
+                if attempt == CONNECT_ATTEMPTS - 1:
+                    address = self._address
+                    where = address.get("path") or f"{address.get('host', 'localhost')}:{address.get('port', 6379)}"
+                    raise LedgerConnectionError(f"cannot connect to the ledger's Redis at {where}: {exc!r}") from exc
+                time.sleep(delay)
+                delay *= 2
+        with self._lock:
+            self._open.add(connection)
+        self._local.connection = connection
+        return connection
+
+    def _drop(self, connection: BlockingConnection) -> None:
+        self._local.connection = None
+        with self._lock:
+            self._open.discard(connection)
+        connection.close()
+
+
+def thread_records_for(ledger: Ledger, redis_url: str) -> ThreadRecords | None:
+    """Records from threads for the Redis at ``redis_url``; None for one this does not speak to (TLS)."""
+    address = address_of(redis_url)
+    return None if address is None else ThreadRecords(ledger, address)
+
+
+__all__ = ["BlockingConnection", "ThreadRecords", "thread_records_for"]

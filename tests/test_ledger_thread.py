@@ -1,0 +1,160 @@
+"""The ledger's records made in a library's own threads: the same records as the loop's writer, a
+connection per thread, a reply per task, no record claimed that Redis did not make; and which bodies a
+worker runs in the library's thread."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskbench.ledger import RECORD_SHA, Ledger
+from taskbench.ledger_thread import thread_records_for
+from taskbench.ledger_writer import LedgerConnectionError
+from taskbench.messages import NOOP, TaskMessage
+from taskbench.settings import Settings
+from taskbench.workloads import Workloads
+
+
+def test_records_match_the_loop_writer_s(redis_url: str, client: redis.Redis, run_id: str) -> None:
+    ledger = Ledger(f"taskbench:{run_id}:")
+    counter = f"taskbench:{run_id}:counter"
+    records = thread_records_for(ledger, redis_url)
+    assert records is not None
+    try:
+        assert records.record("x", 1.0, 2.0, 3.0) == 1
+        assert records.record("x", 1.0, 2.0, 4.25, incr=(counter, 5)) == 2
+        records.incrby(counter, 3)  # the ledger-off path's own INCRBY
+    finally:
+        records.close()
+    counts, times = ledger.read(client)
+    assert counts == {"x": 2}
+    assert times["x"] == (1.0, 2.0, 4.25)
+    assert client.hget(ledger.times_key, "x") == b"1.000000 2.000000 4.250000"  # as Ledger.record writes it
+    assert int(client.get(counter) or 0) == 8
+
+
+def test_each_thread_has_its_connection_and_each_task_its_count(
+        redis_url: str, client: redis.Redis, run_id: str) -> None:
+    """Ten threads record 100 tasks each, twice: every reply goes to the thread that asked (the second
+    record of every id says 2), one connection a thread, all closed by close()."""
+    ledger = Ledger(f"taskbench:{run_id}:")
+    records = thread_records_for(ledger, redis_url)
+    assert records is not None
+    names: set[str] = set()
+
+    def work(thread: int) -> list[int]:
+        names.add(threading.current_thread().name)
+        ids = [f"t{thread}-{i}" for i in range(100)]
+        return [records.record(t, 1.0, 2.0, 3.0) for t in ids] + [records.record(t, 1.0, 2.0, 3.0) for t in ids]
+
+    try:
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            runs = list(pool.map(work, range(10)))
+        assert all(r == [1] * 100 + [2] * 100 for r in runs)
+        assert len(records._open) == len(names) > 1
+    finally:
+        records.close()
+    assert not records._open
+    counts, _ = ledger.read(client)
+    assert len(counts) == 1000 and set(counts.values()) == {2}
+    with pytest.raises(LedgerConnectionError):  # closed: no new connection is made
+        records.record("late", 1.0, 2.0, 3.0)
+
+
+def test_a_server_that_never_saw_the_script_and_a_flushed_script(tmp_path: Path) -> None:
+    """SCRIPT LOAD on connecting (with the embedded server's password); a SCRIPT FLUSH meanwhile is
+    answered NOSCRIPT (the record did not run), so the record loads it again and runs once."""
+    from taskbench.harness.brokers.redis import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path / "redis.log", name="redis-ledger-thread")
+    server.start(dict(os.environ))
+    sync = redis.Redis.from_url(server.url)
+    records = thread_records_for(Ledger("taskbench:fresh:"), server.url)
+    assert records is not None
+    try:
+        assert sync.script_exists(RECORD_SHA) == [False]
+        assert records.record("a", 1.0, 2.0, 3.0, incr=("taskbench:fresh:counter", 5)) == 1
+        sync.script_flush()
+        assert records.record("a", 1.0, 2.0, 4.0) == 2
+        counts, _ = Ledger("taskbench:fresh:").read(sync)
+        assert counts == {"a": 2}
+        assert int(sync.get("taskbench:fresh:counter") or 0) == 5
+    finally:
+        records.close()
+        sync.close()
+        server.stop()
+
+
+def test_a_lost_connection_fails_the_record_and_the_next_one_reconnects(
+        redis_url: str, client: redis.Redis, run_id: str) -> None:
+    """A record whose reply never came raises (its task is not counted run; the library runs it again):
+    nothing is claimed that Redis was not seen to make; the thread's next record connects again."""
+    ledger = Ledger(f"taskbench:{run_id}:")
+    records = thread_records_for(ledger, redis_url)
+    assert records is not None
+    try:
+        assert records.record("before", 1.0, 2.0, 3.0) == 1
+        connection = records._local.connection
+        connection.sock.shutdown(socket.SHUT_RDWR)  # cut, as a Redis that went away
+        with pytest.raises(LedgerConnectionError):
+            records.record("cut", 1.0, 2.0, 3.0)
+        assert records.record("after", 1.0, 2.0, 3.0) == 1
+        assert records._local.connection is not connection
+    finally:
+        records.close()
+    counts, _ = ledger.read(client)
+    assert counts["before"] == 1 and counts["after"] == 1
+    assert counts.get("cut") is None
+
+
+def test_an_unreachable_redis_is_an_error_not_a_hang() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    records = thread_records_for(Ledger("taskbench:nowhere:"), f"redis://127.0.0.1:{port}/0")
+    assert records is not None
+    with pytest.raises(LedgerConnectionError, match=f"cannot connect to the ledger's Redis at 127.0.0.1:{port}"):
+        records.record("a", 1.0, 2.0, 3.0)
+
+
+def test_tls_is_left_to_the_loop() -> None:
+    assert thread_records_for(Ledger("taskbench:tls:"), "rediss://127.0.0.1:6380/0") is None
+
+
+@pytest.mark.parametrize("ledger", [True, False])
+def test_a_worker_runs_loop_free_bodies_in_the_library_s_thread(
+        ledger: bool, redis_url: str, client: redis.Redis, run_id: str) -> None:
+    """After tasks_from_threads, a no-op and a delay-free io/simple run in the calling thread (their record,
+    or ledger off their INCRBY, there); a body that needs the loop is left to it."""
+    settings = Settings(redis_url=redis_url, run_id=run_id, ledger=ledger, cpu_iterations=100)
+    delayed = Settings(redis_url=redis_url, run_id=run_id, ledger=ledger, io_delay=0.01)
+
+    async def go() -> tuple[list[bool], bool, bool]:
+        async with Workloads(settings) as workloads, Workloads(delayed) as waiting:
+            task = TaskMessage(task_id="before", workload=NOOP, value=1, enqueued_at=0.0)
+            before = workloads.run_here(task)  # no library thread announced: the loop runs everything
+            workloads.tasks_from_threads()
+            waiting.tasks_from_threads()
+            tasks = [TaskMessage(task_id="n", workload=NOOP, value=1, enqueued_at=0.0),
+                     TaskMessage(task_id="i", workload="io/simple", value=3, enqueued_at=0.0),
+                     TaskMessage(task_id="c", workload="cpu/simple", value=1, enqueued_at=0.0)]
+            ran = await asyncio.to_thread(lambda: [workloads.run_here(t) for t in tasks])
+            slow = await asyncio.to_thread(
+                waiting.run_here, TaskMessage(task_id="d", workload="io/simple", value=1, enqueued_at=0.0))
+            return ran, before, slow
+
+    ran, before, slow = asyncio.run(go())
+    assert ran == [True, True, False] and before is False and slow is False
+    assert int(client.get(f"{settings.prefix}counter") or 0) == 3
+    counts, _ = Ledger(settings.prefix).read(client)
+    if ledger:
+        assert counts == {"n": 1, "i": 1}
+    else:  # counted in the process, flushed to the done counter when the Workloads closed
+        assert counts == {} and int(client.get(f"{settings.prefix}done") or 0) == 2
