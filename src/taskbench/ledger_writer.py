@@ -15,6 +15,8 @@ and a read of its own, 7 % of their drain rate (docs/benchmarks.md, "The ledger 
 worker whose library hands each task from a thread of its own to the loop (Celery, Dramatiq, Huey:
 :func:`taskbench.backends._worker.blocking_execute`) has no other task on the loop to wait for: its
 batches do not wait (:meth:`LedgerWriter.set_hold` 0; Huey's no-op drain 0.947 -> 0.957-0.963 paired).
+Those libraries' bodies that need no loop do not come here at all: they run and record in the library's
+thread (:mod:`taskbench.ledger_thread`).
 
 A lost connection fails the records waiting for a reply (their tasks raise, the library does not
 acknowledge them, so a record that did reach Redis shows as a second execution when the task runs
