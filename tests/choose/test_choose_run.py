@@ -26,6 +26,20 @@ def test_an_unknown_backend_is_one_line(cli: object, out_dir: Path) -> None:
     assert_one_line_error(out, "nope")
 
 
+def test_the_fault_cases_wait_for_a_redelivery_as_long_as_the_fault_matrix_does(out_dir: Path) -> None:
+    """Every durable backend's promise under choose's fault settings brings a dead worker's tasks back within
+    three minutes, as in the fault matrix (rq-retry's 156 s the longest): with RQ's own maintenance interval,
+    rq-retry's gave them 2,100 s and one fault case of `choose --quick` waited for them."""
+    from taskbench import backends as registry
+
+    chooser = Chooser(durable_backends(), TINY, out_dir, quick=True, say=lambda _: None)
+    for fault in ("kill-worker@2", "restart-broker@2"):
+        cfg = chooser._fault_config(fault, {})
+        for name in cfg.backends:
+            delivery = registry.info(name).delivery_on(cfg.broker_for(name), cfg.promise_settings(name))
+            assert delivery.after is None or delivery.after <= 180, (fault, name, delivery.after)
+
+
 @pytest.mark.timeout(600)
 def test_choose_measures_every_criterion_of_one_backend(out_dir: Path) -> None:
     chooser = Chooser(["arq"], TINY, out_dir, quick=True, say=lambda _: None)
