@@ -85,3 +85,19 @@ def test_a_measured_stretch_counts_each_component_s_processes(tmp_path: Path) ->
             stack.wait_ready(lambda: len(wait_for.children(recursive=True)) >= 4, timeout=30, what="the forks")
             stack.wait_ready(lambda: not wait_for.children(), timeout=30, what="the forks to end")
     assert window.processes == {"server": 5, "worker-0": 1}
+
+
+def test_an_interrupt_as_the_measured_block_starts_is_an_interrupt(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C arriving while the process counter starts propagates as KeyboardInterrupt (the CLI's exit 130),
+    not as an error of the measurement's own clean-up (it was an UnboundLocalError: exit 1)."""
+    from taskbench.harness.processes.peaks import Peaks
+
+    def interrupted(self: Peaks) -> Peaks:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Peaks, "__enter__", interrupted)
+    with Stack(dict(os.environ), name="t-interrupt", stop_timeout=5) as stack:
+        stack.start("worker-0", SLEEP, tmp_path / "w.log")
+        with pytest.raises(KeyboardInterrupt), stack.measure():
+            pass

@@ -150,8 +150,11 @@ class Stack:
         window = Window()
         before = {name: tree_cpu(item.pid) for name, item in self._limited.items()}
         started = time.monotonic()
+        # made before the try: an interrupt (Ctrl-C) arriving as the block starts leaves the figures empty,
+        # not a name unbound in the finally, whose UnboundLocalError hid the interrupt (exit 1, not 130)
+        processes = Peaks(self._tree_sizes, interval=COUNT_INTERVAL, name="process-count")
         try:
-            with Peaks(self._tree_sizes, interval=COUNT_INTERVAL, name="process-count") as processes:
+            with processes:
                 yield window
         finally:
             window.seconds = time.monotonic() - started
