@@ -29,15 +29,16 @@ from typing import TYPE_CHECKING, Any
 import hiredis
 from redis.exceptions import NoScriptError, ResponseError
 
-from taskbench.ledger import RECORD, RECORD_SHA
+from taskbench.ledger import RECORD
 from taskbench.ledger_writer import (
     CONNECT_ATTEMPTS,
     CONNECT_BACKOFF,
     CONNECT_TIMEOUT,
     LedgerConnectionError,
     RecordCommands,
+    check_loaded,
 )
-from taskbench.redis_pipe import address_of, pack, reply_error
+from taskbench.redis_pipe import address_of, pack, reply_error, where
 
 if TYPE_CHECKING:
     from taskbench.ledger import Ledger
@@ -72,9 +73,7 @@ class BlockingConnection:
                 self.call(pack(*(("AUTH", user, password) if user else ("AUTH", password))))
             if address.get("db"):
                 self.call(pack("SELECT", int(address["db"])))
-            sha = self.call(pack("SCRIPT", "LOAD", RECORD))
-            if (sha.decode() if isinstance(sha, bytes) else sha) != RECORD_SHA:
-                raise LedgerConnectionError(f"SCRIPT LOAD answered {sha!r}, not the record script's SHA1")
+            check_loaded(self.call(pack("SCRIPT", "LOAD", RECORD)))
         except BaseException:
             self.close()
             raise
@@ -152,9 +151,8 @@ class ThreadRecords:
                 break
             except (OSError, ConnectionError, ResponseError) as exc:  # ResponseError: AUTH or SELECT refused
                 if attempt == CONNECT_ATTEMPTS - 1:
-                    address = self._address
-                    where = address.get("path") or f"{address.get('host', 'localhost')}:{address.get('port', 6379)}"
-                    raise LedgerConnectionError(f"cannot connect to the ledger's Redis at {where}: {exc!r}") from exc
+                    raise LedgerConnectionError(f"cannot connect to the ledger's Redis at {where(self._address)}: "
+                                                f"{exc!r}") from exc
                 time.sleep(delay)
                 delay *= 2
         with self._lock:

@@ -59,7 +59,6 @@ class LedgerWriter:
     Use it from the event loop it was opened on only."""
 
     def __init__(self, ledger: Ledger, address: dict[str, Any], *, concurrency: int = 0) -> None:
-        self.ledger = ledger
         self._pipe = RedisPipe(address, on_connect=_load_script, attempts=CONNECT_ATTEMPTS,
                                timeout=CONNECT_TIMEOUT, backoff=CONNECT_BACKOFF, hold=HOLD_TURNS,
                                batch=concurrency)
@@ -132,7 +131,11 @@ class RecordCommands:
 
 
 async def _load_script(send: Send) -> None:
-    sha = await send("SCRIPT", "LOAD", RECORD)
+    check_loaded(await send("SCRIPT", "LOAD", RECORD))
+
+
+def check_loaded(sha: bytes | str) -> None:
+    """Raise unless ``sha``, the reply to ``SCRIPT LOAD`` of the record script, is its SHA1."""
     if (sha.decode() if isinstance(sha, bytes) else sha) != RECORD_SHA:
         raise LedgerConnectionError(f"SCRIPT LOAD answered {sha!r}, not the record script's SHA1")
 

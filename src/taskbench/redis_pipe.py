@@ -151,9 +151,7 @@ class RedisPipe:
         self.writes = 0  # of the connections closed so far; :meth:`stats` adds the open one's
 
     def __repr__(self) -> str:
-        address = self._address
-        where = address.get("path") or f"{address.get('host', 'localhost')}:{address.get('port', 6379)}"
-        return f"RedisPipe({where})"
+        return f"RedisPipe({where(self._address)})"
 
     def set_hold(self, turns: int) -> None:
         """From now on a batch waits up to ``turns`` loop turns for more commands (the open connection too)."""
@@ -313,6 +311,11 @@ def address_of(redis_url: str) -> dict[str, Any] | None:
     if connection_class is not None and issubclass(connection_class, SSLConnection):
         return None
     return address
+
+
+def where(address: dict[str, Any]) -> str:
+    """``address`` (:func:`address_of`) as a user names it: its Unix path, or host:port."""
+    return str(address.get("path") or f"{address.get('host', 'localhost')}:{address.get('port', 6379)}")
 
 
 def pipe_for(redis_url: str) -> RedisPipe | None:
