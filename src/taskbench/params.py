@@ -233,6 +233,10 @@ SCHEMA: Final[tuple[Param, ...]] = (
           help="threads that run a synchronous library's enqueue in the API (celery, dramatiq, rq, huey), each "
                "call bounded by --enqueue-timeout", cli=True, kinds=_Q, env="PRODUCER_THREADS",
           components=("api",)),
+    Param(name="versions", type=str, default="lock", choices=("lock", "article-000"),
+          help="the libraries' versions: lock (the lock file's, current) or a seed's pinned set (pinned/<name>/: "
+               "article-000 is seed 000's arq 0.25.0 and saq 0.12.4, for those two backends only)",
+          cli=True, kinds=_Q),
     Param(name="enqueue_timeout", type=float, default=5.0, bounds=(0.1, 600.0),
           help="seconds the API waits for the broker to take a task; past it the answer is 503, outcome unknown",
           cli=True, kinds=_Q, env="ENQUEUE_TIMEOUT", components=("api",)),

@@ -57,6 +57,10 @@ def test_unreachable_redis_is_one_line(out_dir: Path) -> None:
          "cannot reach RabbitMQ at 127.0.0.1:1"),
         (["--backends", "faststream", "--broker", "nats", "--broker-url", "nats://127.0.0.1:1"],
          "cannot reach NATS at 127.0.0.1:1"),
+        (["--versions", "article-004"], "--versions must be lock or article-000"),
+        (["--versions", "article-000", "--backends", "arq,taskiq"],
+         "--versions article-000 holds arq, saq at a seed's versions (pinned/article-000/pyproject.toml), "
+         "not taskiq"),
     ],
 )
 def test_bad_options_are_one_line(args: list[str], message: str, redis_url: str, out_dir: Path, cli: Cli) -> None:

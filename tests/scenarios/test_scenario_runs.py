@@ -94,6 +94,44 @@ def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> No
         assert case["series"], "an RPS-per-second series is recorded"
 
 
+def test_queue_cases_run_on_a_seed_s_pinned_versions(tmp_path: Path, out_dir: Path) -> None:
+    """``versions = "article-000"``: the API and the workers of arq and SAQ run on seed 000's locked versions
+    (pinned/article-000/uv.lock: arq 0.25.0, saq 0.12.4 with SAQ's own classes), at the article's concurrency 1
+    and after the response, beside a case on the lock's; every task accepted runs once, in each environment."""
+    path = _scenario(tmp_path, """
+        name = "pinned-queues"
+        description = "t"
+        kind = "queue"
+        [defaults]
+        versions = "article-000"
+        workload = "io/simple"
+        users = 20
+        requests = 300
+        warmup = 20
+        concurrency = 1
+        enqueue_mode = "after-response"
+        drain_timeout = 60.0
+        [[case]]
+        backend = "arq"
+        [[case]]
+        backend = "saq"
+        [[case]]
+        label = "saq on the lock's versions"
+        backend = "saq"
+        versions = "lock"
+    """)
+    result = _run(path, out_dir)
+    environments = result["environments"]
+    assert set(environments) == {"arq@article-000", "saq@article-000", "saq"}
+    pinned = environments["saq@article-000"]["packages"]
+    assert (pinned["arq"], pinned["saq"], pinned["redis"]) == ("0.25.0", "0.12.4", "5.0.3")
+    assert environments["saq"]["packages"]["saq"] != "0.12.4"
+    for case in result["cases"]:
+        assert case["status"] == "ok", (case["label"], case["failures"])
+        summary = case["summary"]
+        assert (summary["accepted"], summary["lost"], summary["duplicated"]) == (300, 0, 0), (case["label"], summary)
+
+
 def test_a_pinned_environment_runs_the_article_s_versions(tmp_path: Path, out_dir: Path) -> None:
     """``environment = "article-004"``: the server runs on seed 004's fastapi 0.94.1 and AnyIO 3.6.2 (built
     from pinned/article-004/uv.lock), where the article's RunVar line raises the limit (AnyIO keyed run

@@ -19,14 +19,18 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_the_environment_parameter_names_every_pinned_environment() -> None:
-    """A case's ``environment`` is `servers` or one of the checkout's pinned/<name>/ (each with its lock)."""
+def test_the_environment_parameters_name_every_pinned_environment() -> None:
+    """An HTTP case's ``environment`` is `servers` or a pinned/<name>/ of server libraries; a queue case's
+    ``versions`` is `lock` or a pinned/<name>/ that names the backends it holds (each with its lock)."""
     from taskbench import params
-    from taskbench.harness.processes.envs import pinned_names
+    from taskbench.harness.processes.envs import pinned_backends, pinned_names
 
-    choices = params.get("environment", "http").choices
-    assert choices == ("servers", *pinned_names())
-    assert "article-004" in pinned_names()
+    servers = tuple(name for name in pinned_names() if not pinned_backends(name))
+    queues = tuple(name for name in pinned_names() if pinned_backends(name))
+    assert params.get("environment", "http").choices == ("servers", *servers)
+    assert params.get("versions", "queue").choices == ("lock", *queues)
+    assert "article-004" in servers
+    assert pinned_backends("article-000") == ("arq", "saq")
 
 
 def test_every_shipped_scenario_loads() -> None:

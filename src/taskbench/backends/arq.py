@@ -64,8 +64,12 @@ async def _open_pool(settings: Settings) -> ArqRedis:
 def _worker_redis(settings: Settings) -> RedisSettings:
     """The worker's connection, retrying a lost one with backoff (arq's RedisSettings hands ``retry``
     and ``retry_on_error`` to redis-py): without them arq's worker exits on the first ConnectionError
-    of its poll loop, so a broker restart stops every worker."""
-    return dataclasses.replace(RedisSettings.from_dsn(settings.broker_address), **reconnecting())
+    of its poll loop, so a broker restart stops every worker. arq 0.25 (seed 000's version, the pinned
+    environment ``article-000``) has neither field: its worker keeps that behaviour, as the article's did."""
+    redis_settings = RedisSettings.from_dsn(settings.broker_address)
+    if "retry_on_error" not in {f.name for f in dataclasses.fields(RedisSettings)}:
+        return redis_settings
+    return dataclasses.replace(redis_settings, **reconnecting())
 
 
 class _Producer:

@@ -20,6 +20,14 @@ Wiring, following SAQ's documentation and its source (saq 0.26):
   (``shutdown_grace_period_s``), then cancels what is left, which SAQ puts back on the queue.
 
 Two SAQ behaviours are adjusted in small subclasses, see ``_Queue.sweep`` and ``_Worker.upkeep``.
+
+Seed 000's SAQ (0.12, the pinned environment ``article-000``, ``run --versions article-000``) runs with
+SAQ's own ``Queue`` and ``Worker`` of that release, unmodified: the subclasses above are written against
+0.26's internals, and the article ran 0.12 as it came. What differs there, from 0.12.x's source
+(``saq/queue.py``, ``saq/worker.py``): one Redis queue class (no ``connect()``), no shutdown grace (a
+SIGTERM cancels the running jobs at once; the sweep puts them back), upkeep that sleeps its whole
+interval, and the sweep race of tobymao/saq#277 (a job swept between BLMOVE and its status write runs
+twice: the ledger shows it as a duplicate).
 """
 
 from __future__ import annotations
@@ -36,13 +44,19 @@ from typing import TYPE_CHECKING, Any
 from redis import asyncio as aioredis
 from saq import Queue, Worker
 from saq.job import Job, Status
-from saq.queue.redis import RedisQueue
 
 from taskbench.backends._auth import serve_asgi
 from taskbench.backends._redis import reconnecting
 from taskbench.backends.base import DuplicateTask, ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
 from taskbench.workloads import RESERVED
+
+try:
+    from saq.queue.redis import RedisQueue
+except ImportError:  # SAQ before 0.13 (seed 000's 0.12): one Redis queue class, saq.Queue
+    RedisQueue = Queue
+#: SAQ 0.12 (seed 000's version, docs above): its own classes, unmodified
+LEGACY = RedisQueue is Queue
 
 if TYPE_CHECKING:
     from fastapi import BackgroundTasks
@@ -231,21 +245,25 @@ async def work(queue: Queue, ctx: WorkerContext) -> None:
     async def startup(_: dict[str, Any]) -> None:
         await ctx.ready()
 
-    worker = _Worker(
-        queue,
-        functions=[(FUNCTION, run)],
-        concurrency=settings.concurrency,
-        startup=startup,
-        timers={"sweep": sweep_interval(settings)},
-        dequeue_timeout=DEQUEUE_TIMEOUT,
-        shutdown_grace_period_s=settings.shutdown_timeout,
-        cancellation_hard_deadline_s=1.0,
-    )
-    await queue.connect()
+    common: dict[str, Any] = {"functions": [(FUNCTION, run)], "concurrency": settings.concurrency,
+                              "startup": startup, "timers": {"sweep": sweep_interval(settings)},
+                              "dequeue_timeout": DEQUEUE_TIMEOUT}
+    if LEGACY:  # 0.12 has no shutdown grace and no connect(): its Worker as it came
+        worker = Worker(queue, **common)
+    else:
+        worker = _Worker(queue, **common, shutdown_grace_period_s=settings.shutdown_timeout,
+                         cancellation_hard_deadline_s=1.0)
+        await connect(queue)
     try:
         await worker.start()  # returns after SIGTERM/SIGINT, once stopped
     finally:
         await queue.disconnect()
+
+
+async def connect(queue: Queue) -> None:
+    """Open the queue's connections (SAQ 0.13 and later; 0.12's queue connects on first use)."""
+    if not LEGACY:
+        await queue.connect()
 
 
 class Producer:
@@ -270,8 +288,8 @@ class Producer:
             raise DuplicateTask(task.task_id)
 
 
-def _queue(settings: Settings, connections: int, max_ops: int = 20, *, worker: bool = False) -> _Queue:
-    return _Queue(
+def _queue(settings: Settings, connections: int, max_ops: int = 20, *, worker: bool = False) -> Queue:
+    return (Queue if LEGACY else _Queue)(
         _client(settings, connections, worker=worker),
         name=queue_name(settings),
         dump=json.dumps,
@@ -287,7 +305,7 @@ class SaqBackend:
         # SAQ throttles its operations (the enqueue among them) to max_ops at once: that bounds the
         # connections in use; the rest of the pool is for the broker probe's PING
         queue = _queue(ctx.settings, connections, max_ops=connections - min(RESERVED, connections // 2))
-        await queue.connect()
+        await connect(queue)
         try:
             yield Producer(queue, ctx.settings)
         finally:
@@ -307,7 +325,7 @@ class SaqBackend:
         from saq.web.starlette import saq_web
 
         queue = _queue(settings, 8)
-        await queue.connect()
+        await connect(queue)
         try:
             await serve_asgi(saq_web("", [queue]), host, port, auth)
         finally:

@@ -72,6 +72,7 @@ def run(
     restart_workers: Annotated[bool | None, params.option("restart_workers")] = params.default("restart_workers"),
     task_timeout: Annotated[float, params.option("task_timeout")] = params.default("task_timeout"),
     enqueue_timeout: Annotated[float, params.option("enqueue_timeout")] = params.default("enqueue_timeout"),
+    versions: Annotated[str, params.option("versions")] = params.default("versions"),
     fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
     saq_retries: Annotated[int, params.option("saq_retries")] = params.default("saq_retries"),
     pgqueuer_heartbeat_timeout: Annotated[float, params.option("pgqueuer_heartbeat_timeout")] = params.default(
@@ -193,7 +194,7 @@ def run(
             procrastinate_retry_stalled=procrastinate_retry_stalled, rq_worker_ttl=rq_worker_ttl,
             rq_maintenance_interval=rq_maintenance_interval, huey_worker_type=huey_worker_type,
             producer_threads=producer_threads, payload=payload, with_packages=tuple(with_packages or ()),
-            task_paths=tuple(task_paths or ()), soak=soak_spec, scrape_api=scrape_api,
+            task_paths=tuple(task_paths or ()), soak=soak_spec, scrape_api=scrape_api, versions=versions,
         )
     except ValueError as exc:
         fail(str(exc))

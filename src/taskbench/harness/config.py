@@ -126,6 +126,9 @@ class RunConfig:
     rq_maintenance_interval: int = 600
     huey_worker_type: str = "thread"
     producer_threads: int = 32
+    #: the backends' library versions: "lock" (each backend's environment from uv.lock) or a pinned set
+    #: of a seed's (pinned/<name>/, the backends it names only)
+    versions: str = "lock"
     api_port: int | None = None
     http_metrics: bool = True
     idempotency: bool = True
@@ -164,9 +167,21 @@ class RunConfig:
             value = getattr(self, item.name)
             if item.name in checked and value is not None:
                 checked[item.name].check(value)
+        self._check_versions()
         if 0 < self.scrape_api < MIN_SCRAPE:
             raise ValueError(f"--scrape-api {self.scrape_api:g}: scrape at most every {MIN_SCRAPE:g} s "
                              "(0 turns the scrape off)")
+
+    def _check_versions(self) -> None:
+        if self.versions == "lock":
+            return
+        from taskbench.harness.processes.envs import pinned_backends
+
+        held = pinned_backends(self.versions)
+        others = [name for name in self.backends if name not in held]
+        if others:
+            raise ValueError(f"--versions {self.versions} holds {', '.join(held)} at a seed's versions "
+                             f"(pinned/{self.versions}/pyproject.toml), not {', '.join(others)}")
 
     def _check_load_modes(self) -> None:
         """``--phases`` and ``--find-max-rate`` each decide the load: one at a time, without a fault for the

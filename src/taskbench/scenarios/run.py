@@ -76,11 +76,15 @@ class ScenarioRunner:
     def _queue(self, result: Result) -> None:
         from taskbench.harness.brokers.redis import provide_redis
         from taskbench.harness.commands.runner import Runner
-        from taskbench.harness.processes.envs import versions
+        from taskbench.harness.processes.envs import environment_key, versions
 
         configs = [(case, queue_config(case, self.output, self.redis_url)) for case in self.cases]
         runner = Runner(configs[0][1], say=self.say, run_id=self.run_id)
-        pythons = {c.params["backend"]: runner.environment(c.params["backend"]) for c, _ in configs}
+        pythons: dict[str, Path] = {}  # a backend's environment, or a pinned set's (``versions``)
+        for _, config in configs:
+            runner.config = config
+            for name in config.backends:
+                pythons.setdefault(environment_key(name, config.versions), runner.environment(name))
         result.environments = {n: versions(str(p)) for n, p in pythons.items()}
         placement = configs[0][1].placement
         first = configs[0][1]
@@ -92,8 +96,8 @@ class ScenarioRunner:
                 runner.config = config
                 if redis.broker is not None:  # each case's --redis-fsync on the embedded broker
                     redis.broker.set_fsync(config.redis_fsync)
-                data = self._repeat(case, partial(runner.run_case, case.index, case.params["backend"],
-                                                  pythons[case.params["backend"]], redis))
+                python = pythons[environment_key(case.params["backend"], config.versions)]
+                data = self._repeat(case, partial(runner.run_case, case.index, case.params["backend"], python, redis))
                 result.cases.append(self._finish(case, data))
                 self._write(result)
 
@@ -208,4 +212,5 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         procrastinate_retry_stalled=p["procrastinate_retry_stalled"], rq_worker_ttl=p["rq_worker_ttl"],
         rq_maintenance_interval=p["rq_maintenance_interval"], huey_worker_type=p["huey_worker_type"],
         producer_threads=p["producer_threads"], phases=case.phases, scrape_api=p["scrape_api"],
+        versions=p["versions"],
     )

@@ -62,7 +62,7 @@ from taskbench.harness.load import figures as load_figures
 from taskbench.harness.load.backlog import origin_of
 from taskbench.harness.load.disrupt import Disruptions
 from taskbench.harness.machine import result_header
-from taskbench.harness.processes.envs import ensure_env, project_root, versions
+from taskbench.harness.processes.envs import ensure_env, ensure_pinned, environment_key, project_root, versions
 from taskbench.harness.processes.pinning import pinned
 from taskbench.harness.processes.runs import registered
 from taskbench.harness.processes.stack import Stack
@@ -127,7 +127,7 @@ class Runner:
         cfg = self.config
         pythons = {name: self.environment(name) for name in cfg.backends}
         own_task.prepare(cfg, pythons, self.say)  # --with installed, the callable imported: before any load
-        result.environments = {n: versions(str(p)) for n, p in pythons.items()}
+        result.environments = {environment_key(n, cfg.versions): versions(str(p)) for n, p in pythons.items()}
         brokers = cfg.brokers  # each backend's broker: --broker, else its own default
         on_redis = "redis" in brokers.values()
         with provide_redis(cfg.redis_url, self.out_dir, cpus=cfg.placement.redis, fsync=cfg.redis_fsync,
@@ -187,6 +187,10 @@ class Runner:
         return self.out_dir / "result.json"
 
     def environment(self, name: str) -> Path:
+        """The Python of ``name``'s API and workers: its environment from uv.lock, or the pinned set of
+        ``--versions``."""
+        if self.config.versions != "lock":
+            return ensure_pinned(self.config.versions)
         return ensure_env(backends.info(name).extra)
 
     # -- one case -------------------------------------------------------------------------
@@ -334,7 +338,7 @@ class Runner:
                         scraping if scraping is not None else contextlib.nullcontext():
                     with progress.phase(f"[{name}] load", total=None if cfg.rate_search else cfg.load.requests,
                                         duration=cfg.load.duration or cfg.load.scheduled_s or None,
-                                        executed=lambda: executed() - warm_accepted), \
+                                        executed=lambda: max(0, executed() - warm_accepted)), \
                             stack.measure() as window, pinned(cfg.placement.driver), \
                             supervised(stack.procs, supervisor, say) as revived_in_load:
                         if cfg.rate_search is not None:  # steps of the open model, each drained: one load
@@ -350,7 +354,7 @@ class Runner:
                         injector.load_ended()
                     case.load = load.to_model()
                     with progress.phase(f"[{name}] drain", total=len(load.accepted_ids),
-                                        executed=lambda: executed() - warm_accepted,
+                                        executed=lambda: max(0, executed() - warm_accepted),
                                         accepted=lambda: len(load.accepted_ids)):
                         # said inside the drain's phase: an interrupt after this line names the drain
                         say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")

@@ -123,6 +123,28 @@ def ensure_pinned(name: str, *, quiet: bool = False) -> Path:
     return _built(env_dir(name), _fingerprint(project, name), argv, f"the pinned '{name}' environment", quiet=quiet)
 
 
+def environment_key(backend: str, versions: str) -> str:
+    """A result's ``environments`` key: the backend, or ``backend@<pinned set>`` for a seed's versions."""
+    return backend if versions == "lock" else f"{backend}@{versions}"
+
+
+def pinned_backends(name: str) -> tuple[str, ...]:
+    """The backends a pinned environment holds the libraries of (its pyproject's ``[tool.taskbench] backends``;
+    none for a set that pins no queue library, as article-004)."""
+    import tomllib
+
+    root = project_root()
+    if root is None:
+        raise ValueError(f"the pinned environment {name!r} needs a checkout of taskbench (pinned/{name}/)")
+    path = root / "pinned" / name / "pyproject.toml"
+    if not path.is_file():
+        known = ", ".join(pinned_names()) or "none"
+        raise ValueError(f"no pinned environment {name!r} ({path}); known: {known}")
+    with path.open("rb") as handle:
+        held = tomllib.load(handle).get("tool", {}).get("taskbench", {}).get("backends", [])
+    return tuple(str(item) for item in held)
+
+
 @cache
 def versions(python: str) -> dict[str, object]:
     """Python version and every installed distribution of an environment."""
