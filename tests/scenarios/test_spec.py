@@ -35,7 +35,7 @@ def test_the_environment_parameters_name_every_pinned_environment() -> None:
 
 def test_every_shipped_scenario_loads() -> None:
     names = {p.stem for p in shipped()}
-    assert names == {"background-impact", "backends", "backends-awaited", "endpoint-styles",
+    assert names == {"background-impact", "backends", "backends-awaited", "backends-pinned", "endpoint-styles",
                      "endpoint-styles-workers", "middleware", "servers-and-threads", "servers-and-threads-pinned", "celery-pools",
                      "faults"}
     for path in shipped():
@@ -253,6 +253,11 @@ def test_the_shipped_article_profiles() -> None:
     assert {(c.params["ramp"], c.params["server_workers"]) for c in workers.cases} == {(10.0, 8)}
     awaited = resolve("backends-awaited", "article")
     assert {(c.params["requests"], c.params["enqueue_mode"]) for c in awaited.cases} == {(50000, "awaited")}
+    pinned = resolve("backends-pinned", "article")
+    assert {(c.params["requests"], c.params["concurrency"], c.params["enqueue_mode"]) for c in pinned.cases} == {
+        (50000, 1, "after-response")}
+    assert [c.params["versions"] for c in resolve("backends-pinned").cases] == [
+        "article-000", "lock", "article-000", "article-000", "article-000", "article-000"]
 
 
 def test_the_thread_limit_can_be_set_the_seed_s_way() -> None:

@@ -25,9 +25,11 @@ Seed 000's SAQ (0.12, the pinned environment ``article-000``, ``run --versions a
 SAQ's own ``Queue`` and ``Worker`` of that release, unmodified: the subclasses above are written against
 0.26's internals, and the article ran 0.12 as it came. What differs there, from 0.12.x's source
 (``saq/queue.py``, ``saq/worker.py``): one Redis queue class (no ``connect()``), no shutdown grace (a
-SIGTERM cancels the running jobs at once; the sweep puts them back), upkeep that sleeps its whole
-interval, and the sweep race of tobymao/saq#277 (a job swept between BLMOVE and its status write runs
-twice: the ledger shows it as a duplicate).
+SIGTERM cancels the running jobs at once), upkeep that sleeps its whole interval, and a sweep that
+finishes every job it sweeps as aborted, never retried (``Queue.sweep``: ``job.finish(Status.ABORTED,
+error="swept")`` for a job in ``active`` that is stuck or not yet marked active): whatever ``retries``,
+the job of a dead worker is dropped there (at-most-once), and the race of tobymao/saq#277 marks a job
+that is just starting as aborted while it runs on.
 """
 
 from __future__ import annotations
