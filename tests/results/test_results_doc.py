@@ -1,5 +1,6 @@
-"""docs/results.md's verdicts: every row of a verdict table carries one defined word, and the counts
-under "Verdicts at a glance" are the counts of the tables (setup and addition rows not counted)."""
+"""docs/results.md's verdicts: every row of a verdict table carries one defined word, the counts under
+"Verdicts at a glance" are the counts of the tables (setup and addition rows not counted), and every
+article figure of a shipped scenario file is quoted in its seed's verdict tables."""
 
 from __future__ import annotations
 
@@ -150,3 +151,33 @@ def test_the_parser_reads_a_verdict_cell_as_the_doc_writes_it() -> None:
     assert verdict_word("untested") == "untested"
     assert verdict_word("refutedish") is None
     assert verdict_word("partly confirmed") is None
+
+
+def _forms(value: float) -> tuple[str, ...]:
+    """How the doc may write a figure: 1114, 1,114 or 1 114; 0.4."""
+    if float(value).is_integer():
+        whole = int(value)
+        return (str(whole), f"{whole:,}", f"{whole:,}".replace(",", " "))
+    return (f"{value:g}",)
+
+
+def test_every_article_figure_of_a_scenario_file_is_in_its_seed_s_verdict_tables(text: str) -> None:
+    """The scenario files' ``[[article.rows]]`` and docs/results.md quote the same articles: each figure of a
+    row (RPS, median, p95, ...) appears in the claim or the article's cell of its seed's verdict tables."""
+    from taskbench.scenarios import load, shipped
+
+    quoted: dict[str, str] = {}
+    for seed, _, header, rows in verdict_table_rows(text):
+        columns = [header.index("the article's claim"), header.index("the article's")]
+        quoted[seed] = quoted.get(seed, "") + " ".join(row[i] for row in rows for i in columns)
+    missing = []
+    for path in shipped():
+        scenario = load(path)
+        for row in scenario.article.get("rows", []):
+            for key, value in row.items():
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    continue
+                cells = quoted.get(scenario.seed or "", "")
+                if not any(re.search(rf"(?<![\d.,]){re.escape(form)}(?![\d])", cells) for form in _forms(value)):
+                    missing.append(f"{path.name} {row.get('match')} {key} = {value}")
+    assert not missing, "figures of the scenario files not quoted in docs/results.md: " + "; ".join(missing)
