@@ -39,6 +39,17 @@ def test_every_sample_renders_to_one_page(path: Path) -> None:
         assert backend in page
 
 
+def test_a_backend_on_a_pinned_set_of_versions_shows_its_library() -> None:
+    """``arq@article-000`` (``--versions article-000``) is arq, at the pinned set's version."""
+    from taskbench.report.html import setup
+
+    result = queue_run()
+    result.environments = {"arq@article-000": {"python": "3.11.7", "packages": {"arq": "0.25.0", "redis": "5.0.3"}}}
+    page = setup(result)
+    assert '<td class="l">arq@article-000</td>' in page
+    assert '<td class="l">arq 0.25.0</td>' in page
+
+
 def test_a_run_shows_the_drain_curve_the_fault_and_the_versions() -> None:
     page = render(queue_run(fault=True))
     assert "executed tasks/s" in page  # the drain as a curve

@@ -86,7 +86,8 @@ def setup(result: Result) -> str:
         for backend, env in sorted(result.environments.items()):
             found = env.get("packages")
             packages: dict[str, str] = found if isinstance(found, dict) else {}
-            main = [f"{k} {v}" for k, v in sorted(packages.items()) if k.lower().startswith(backend.lower())]
+            library = backend.split("@")[0].lower()  # "arq@article-000": arq on a pinned set of versions
+            main = [f"{k} {v}" for k, v in sorted(packages.items()) if k.lower().startswith(library)]
             every = ", ".join(f"{k} {v}" for k, v in sorted(packages.items(), key=lambda kv: kv[0].lower()))
             rows.append([f'<td class="l">{esc(backend)}</td>', f'<td class="l">{esc(env.get("python", ""))}</td>',
                          f'<td class="l">{esc(", ".join(main) or "–")}</td>',
