@@ -407,7 +407,12 @@ def test_sigterm_stops_cleanly(case: Case, request: pytest.FixtureRequest) -> No
     worker = st.start_worker(io_delay=SIGTERM_TASK)
     warm = _ids("p", 2)
     st.post_many(warm, "cpu/process")  # starts the process pool
-    assert st.wait_executed(warm) == dict.fromkeys(warm, 1)
+    # each ran; a second run is the promise of an at-least-once backend when the pool's start took longer
+    # than this stack's 5 s task timeout (seen on a loaded CI machine, Celery and FastStream-on-NATS at once);
+    # exactly-once across the stop is checked on ``ids`` below
+    warm_counts = st.wait_executed(warm)
+    again = 2 if case.meta.delivery_on(case.broker, RE_RUN).guarantee == backends.AT_LEAST_ONCE else 1
+    assert set(warm_counts) == set(warm) and all(1 <= n <= again for n in warm_counts.values()), warm_counts
     children = psutil.Process(worker.pid).children(recursive=True)
     ids = _ids("s", 4)
     st.post_many(ids)
