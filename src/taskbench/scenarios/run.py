@@ -84,7 +84,9 @@ class ScenarioRunner:
         for _, config in configs:
             runner.config = config
             for name in config.backends:
-                pythons.setdefault(environment_key(name, config.versions), runner.environment(name))
+                key = environment_key(name, config.versions)
+                if key not in pythons:  # each environment checked (its lock hashed) once, not once a case
+                    pythons[key] = runner.environment(name)
         result.environments = {n: versions(str(p)) for n, p in pythons.items()}
         placement = configs[0][1].placement
         first = configs[0][1]
