@@ -29,9 +29,11 @@ def main() -> None:
     parser.add_argument("redis_url")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--records", type=int, default=20_000, help="records a thread")
+    parser.add_argument("--confirm-later", action="store_true",
+                        help="read each record's reply at the thread's next record (as Huey's worker does)")
     args = parser.parse_args()
     ledger = Ledger(f"tbcost:{os.getpid()}:")
-    records = thread_records_for(ledger, args.redis_url)
+    records = thread_records_for(ledger, args.redis_url, confirm_later=args.confirm_later)
     if records is None:
         raise SystemExit("a TLS URL: the thread records do not speak it")
 
@@ -51,7 +53,8 @@ def main() -> None:
         client.delete(ledger.count_key, ledger.times_key)
         client.close()
     total = args.threads * args.records
-    print(f"{args.threads} thread(s), {total} records: CPU {1e6 * cpu / total:.1f} µs a record, "
+    mode = "confirmed later" if args.confirm_later else "each answered before the next"
+    print(f"{args.threads} thread(s), {mode}, {total} records: CPU {1e6 * cpu / total:.1f} µs a record, "
           f"wall {1e6 * wall / total:.1f} µs a record")
 
 

@@ -5,9 +5,14 @@ worker runs in the library's thread."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,7 +20,7 @@ import pytest
 import redis
 
 from taskbench.ledger import RECORD_SHA, Ledger
-from taskbench.ledger_thread import thread_records_for
+from taskbench.ledger_thread import UNCONFIRMED, thread_records_for
 from taskbench.ledger_writer import LedgerConnectionError
 from taskbench.messages import NOOP, TaskMessage
 from taskbench.settings import Settings
@@ -158,3 +163,121 @@ def test_a_worker_runs_loop_free_bodies_in_the_library_s_thread(
         assert counts == {"n": 1, "i": 1}
     else:  # counted in the process, flushed to the done counter when the Workloads closed
         assert counts == {} and int(client.get(f"{settings.prefix}done") or 0) == 2
+
+
+# -- confirm_later: Huey's records, written before the task returns and answered at a later record -----------
+
+
+def test_records_confirmed_later_all_land_and_a_second_run_is_counted(
+        redis_url: str, client: redis.Redis, run_id: str) -> None:
+    """Four threads, more records each than a connection leaves unanswered: no record waits for its reply, every
+    record and INCRBY is in Redis once close() has read the rest, and a task run twice calls ``repeated``
+    with its workload (when its reply is read, not before)."""
+    ledger = Ledger(f"taskbench:{run_id}:")
+    counter = f"taskbench:{run_id}:counter"
+    repeated: list[str] = []
+    records = thread_records_for(ledger, redis_url, confirm_later=True, repeated=repeated.append)
+    assert records is not None and records.confirm_later
+    per_thread = 3 * UNCONFIRMED + 5
+
+    def work(thread: int) -> list[int | None]:
+        replies = [records.record(f"t{thread}-{i}", 1.0, 2.0, 3.0, incr=(counter, 1), workload="io/simple")
+                   for i in range(per_thread)]
+        records.incrby(counter, 10)  # the ledger-off path's INCRBY: its reply read later too
+        replies.append(records.record(f"t{thread}-0", 1.0, 2.0, 4.0, workload="noop"))  # run again
+        assert 0 < len(records._local.connection.unconfirmed) <= UNCONFIRMED
+        return replies
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        replies = list(pool.map(work, range(4)))
+    assert all(reply is None for thread in replies for reply in thread)  # nobody waited for a count
+    records.close()
+    assert not records._open
+    counts, times = ledger.read(client)
+    assert len(counts) == 4 * per_thread
+    assert {task for task, runs in counts.items() if runs != 1} == {f"t{t}-0" for t in range(4)}
+    assert all(counts[f"t{t}-0"] == 2 and times[f"t{t}-0"] == (1.0, 2.0, 4.0) for t in range(4))
+    assert int(client.get(counter) or 0) == 4 * (per_thread + 10)
+    assert repeated == ["noop"] * 4
+
+
+def test_a_flushed_script_is_loaded_again_for_the_records_answered_noscript(tmp_path: Path) -> None:
+    """Records sent after a SCRIPT FLUSH are answered NOSCRIPT when their replies are read (they did not run):
+    sent again then, each runs once."""
+    from taskbench.harness.brokers.redis import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path / "redis.log", name="redis-ledger-later")
+    server.start(dict(os.environ))
+    sync = redis.Redis.from_url(server.url)
+    ledger = Ledger("taskbench:later:")
+    records = thread_records_for(ledger, server.url, confirm_later=True)
+    assert records is not None
+    try:
+        records.record("a", 1.0, 2.0, 3.0)
+        sync.script_flush()
+        for i in range(UNCONFIRMED + 3):  # the first read of replies meets the NOSCRIPTs
+            records.record(f"b{i}", 1.0, 2.0, 3.0, incr=("taskbench:later:counter", 1))
+        records.close()
+        counts, _ = ledger.read(sync)
+        assert counts == {"a": 1, **{f"b{i}": 1 for i in range(UNCONFIRMED + 3)}}
+        assert int(sync.get("taskbench:later:counter") or 0) == UNCONFIRMED + 3
+    finally:
+        records.close()
+        sync.close()
+        server.stop()
+
+
+def test_a_lost_connection_names_the_records_it_may_have_lost_and_the_next_reconnects(
+        redis_url: str, client: redis.Redis, run_id: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Replies lost with the connection: each task whose record's reply was not read is logged by id (the audit
+    counts it lost if Redis did not run it); nothing raises in a later task, whose record connects again."""
+    ledger = Ledger(f"taskbench:{run_id}:")
+    records = thread_records_for(ledger, redis_url, confirm_later=True)
+    assert records is not None
+    try:
+        records.record("before", 1.0, 2.0, 3.0)
+        connection = records._local.connection
+        connection.sock.shutdown(socket.SHUT_RD)  # the replies can no longer be read
+        for i in range(UNCONFIRMED - 1):
+            records.record(f"cut{i}", 1.0, 2.0, 3.0)
+        with caplog.at_level(logging.ERROR, logger="taskbench.ledger"):
+            records.record("after", 1.0, 2.0, 3.0)  # reads the replies first: the connection is gone
+        assert records._local.connection is not connection
+    finally:
+        records.close()
+    # the replies read before the cut confirmed theirs; every later one is named, with the reason
+    named = [record.getMessage().split("the record of task ")[1].split(" ")[0] for record in caplog.records]
+    sent = ["before", *(f"cut{i}" for i in range(UNCONFIRMED - 1))]
+    assert named and named == sent[len(sent) - len(named):]
+    assert all("reply lost" in record.getMessage() for record in caplog.records)
+    counts, _ = ledger.read(client)
+    assert counts["after"] == 1  # and the others as Redis ran them: written before the cut, they did run
+    assert set(counts) == {"before", "after", *(f"cut{i}" for i in range(UNCONFIRMED - 1))}
+
+
+_KILLED_AFTER_WRITE = """
+import os, signal, sys
+from taskbench.ledger import Ledger
+from taskbench.ledger_thread import UNCONFIRMED, thread_records_for
+records = thread_records_for(Ledger(sys.argv[2]), sys.argv[1], confirm_later=True)
+for i in range(int(sys.argv[3])):
+    records.record(f"k{i}", 1.0, 2.0, 3.0)
+os.kill(os.getpid(), signal.SIGKILL)  # at once, replies unread: what a SIGKILL right after a task's return does
+"""
+
+
+@pytest.mark.parametrize("count", [1, 2, UNCONFIRMED + 1])
+def test_a_process_killed_right_after_a_record_s_write_loses_no_record(
+        count: int, redis_url: str, client: redis.Redis, run_id: str) -> None:
+    """The records are in the kernel once written: a process killed before reading a reply (its socket reset by
+    the unread replies) still leaves every record in Redis: a killed Huey worker's finished tasks are not lost."""
+    prefix = f"taskbench:{run_id}:"
+    for attempt in range(5):
+        ledger = Ledger(f"{prefix}{attempt}:")
+        done = subprocess.run([sys.executable, "-c", _KILLED_AFTER_WRITE, redis_url, ledger.prefix, str(count)],
+                              timeout=60, check=False)
+        assert done.returncode == -signal.SIGKILL
+        deadline = time.monotonic() + 5
+        while len(ledger.read(client)[0]) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ledger.read(client)[0] == {f"k{i}": 1 for i in range(count)}

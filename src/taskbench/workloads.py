@@ -130,15 +130,21 @@ class Workloads:
         self.redis_sync.close()
         self.redis_sync.connection_pool.disconnect()
 
-    def tasks_from_threads(self) -> None:
+    def tasks_from_threads(self, *, confirm_later: bool = False) -> None:
         """The backend's library runs each task in a thread of its own: a body that needs no event loop runs
         there (:meth:`run_here`, :mod:`taskbench.ledger_thread`), and a batch of the loop's ledger records
         leaves at once instead of waiting loop turns for tasks that are not on the loop
-        (:mod:`taskbench.ledger_writer`)."""
+        (:mod:`taskbench.ledger_writer`). ``confirm_later``: the library acknowledges nothing once a task
+        returns, so a record's reply is read at the thread's next record
+        (:class:`taskbench.ledger_thread.ThreadRecords`)."""
         if self._writer is not None:
             self._writer.set_hold(0)
         if self._here is None:
-            self._here = thread_records_for(self.ledger, self.settings.redis_url)
+            self._here = thread_records_for(self.ledger, self.settings.redis_url, confirm_later=confirm_later,
+                                            repeated=self._redelivered)
+
+    def _redelivered(self, workload: str) -> None:
+        self.metrics.task(workload).redelivered.inc()
 
     def run_here(self, task: TaskMessage) -> bool:
         """Run ``task`` in the calling thread (a library's, after :meth:`tasks_from_threads`) if its body needs no
@@ -156,7 +162,9 @@ class Workloads:
         incr = (self.counter_key, task.value) if task.workload == "io/simple" else None
         try:
             if self.settings.ledger:
-                if here.record(task.task_id, task.enqueued_at, started, time.time(), incr=incr) > 1:
+                runs = here.record(task.task_id, task.enqueued_at, started, time.time(), incr=incr,
+                                   workload=task.workload)
+                if runs is not None and runs > 1:
                     metrics.redelivered.inc()
             else:
                 if incr is not None:

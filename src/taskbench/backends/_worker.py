@@ -35,7 +35,7 @@ def stop_requested(on_stop: Callable[[], None] | None = None) -> Iterator[asynci
             loop.remove_signal_handler(sig)
 
 
-def blocking_execute(ctx: WorkerContext) -> Callable[[dict[str, Any]], None]:
+def blocking_execute(ctx: WorkerContext, *, acknowledges: bool = True) -> Callable[[dict[str, Any]], None]:
     """For a library that runs tasks in its own threads: run the task in the library's thread if its body
     needs no event loop (``ctx.run_here``: a no-op, ``io/simple`` with no delay, its record a blocking round
     trip on the thread's own connection), else on this process's loop, and wait.
@@ -43,11 +43,14 @@ def blocking_execute(ctx: WorkerContext) -> Callable[[dict[str, Any]], None]:
     The loop (the caller's, running now) owns the Workloads' asyncio clients, so a coroutine must run
     there, not on a loop of the library's thread. The tasks reach the loop one at a time from those
     threads, so the ledger's records do not wait loop turns for one another (``tasks_from_threads``).
+    ``acknowledges=False``: the library acknowledges nothing once a task returns (Huey), so a record made in
+    its thread is written before the task returns and its reply read at the thread's next record
+    (:mod:`taskbench.ledger_thread`, "Confirmed later").
     """
     loop = asyncio.get_running_loop()
     execute = ctx.execute
     run_here = ctx.run_here
-    ctx.tasks_from_threads()
+    ctx.tasks_from_threads(confirm_later=not acknowledges)
 
     async def run(task: TaskMessage) -> None:
         await execute(task)

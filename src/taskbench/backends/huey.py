@@ -127,7 +127,9 @@ class HueyBackend:
             run = _forked_task(settings)
             huey.on_startup()(die_with_parent)  # in each forked worker, before its first task
         else:
-            run = blocking_execute(ctx)  # a Huey worker thread: the task runs on this loop
+            # a Huey worker thread runs the task (a body that needs the loop: on this loop); Huey took it off
+            # Redis before it ran and acknowledges nothing after: a record's reply is read at the next one
+            run = blocking_execute(ctx, acknowledges=False)
 
         def execute(payload: dict[str, Any]) -> None:  # registered as <this module>.FUNCTION, as the API's
             run(payload)
