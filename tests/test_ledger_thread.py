@@ -133,11 +133,12 @@ def test_tls_is_left_to_the_loop() -> None:
     assert thread_records_for(Ledger("taskbench:tls:"), "rediss://127.0.0.1:6380/0") is None
 
 
-@pytest.mark.parametrize("ledger", [True, False])
+@pytest.mark.parametrize(("ledger", "confirm_later"), [(True, False), (False, False), (True, True), (False, True)])
 def test_a_worker_runs_loop_free_bodies_in_the_library_s_thread(
-        ledger: bool, redis_url: str, client: redis.Redis, run_id: str) -> None:
+        ledger: bool, confirm_later: bool, redis_url: str, client: redis.Redis, run_id: str) -> None:
     """After tasks_from_threads, a no-op and a delay-free io/simple run in the calling thread (their record,
-    or ledger off their INCRBY, there); a body that needs the loop is left to it."""
+    or ledger off their INCRBY, there); a body that needs the loop is left to it. Confirmed later (Huey's
+    worker): the same records, in Redis once the Workloads closed."""
     settings = Settings(redis_url=redis_url, run_id=run_id, ledger=ledger, cpu_iterations=100)
     delayed = Settings(redis_url=redis_url, run_id=run_id, ledger=ledger, io_delay=0.01)
 
@@ -145,8 +146,8 @@ def test_a_worker_runs_loop_free_bodies_in_the_library_s_thread(
         async with Workloads(settings) as workloads, Workloads(delayed) as waiting:
             task = TaskMessage(task_id="before", workload=NOOP, value=1, enqueued_at=0.0)
             before = workloads.run_here(task)  # no library thread announced: the loop runs everything
-            workloads.tasks_from_threads()
-            waiting.tasks_from_threads()
+            workloads.tasks_from_threads(confirm_later=confirm_later)
+            waiting.tasks_from_threads(confirm_later=confirm_later)
             tasks = [TaskMessage(task_id="n", workload=NOOP, value=1, enqueued_at=0.0),
                      TaskMessage(task_id="i", workload="io/simple", value=3, enqueued_at=0.0),
                      TaskMessage(task_id="c", workload="cpu/simple", value=1, enqueued_at=0.0)]
