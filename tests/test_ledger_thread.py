@@ -282,3 +282,41 @@ def test_a_process_killed_right_after_a_record_s_write_loses_no_record(
         while len(ledger.read(client)[0]) < count and time.monotonic() < deadline:
             time.sleep(0.05)
         assert ledger.read(client)[0] == {f"k{i}": 1 for i in range(count)}
+
+
+@pytest.mark.parametrize(("redis_url", "broker_url", "acknowledges", "later"), [
+    ("redis://127.0.0.1:7001/0", "redis://127.0.0.1:7001/0", True, False),  # one Redis: each reply waited for
+    ("redis://127.0.0.1:7001/0", "redis://127.0.0.1:7001/0", False, True),  # Huey: nothing acknowledged after
+    ("redis://127.0.0.1:7001/0", "redis://127.0.0.1:7002/0", True, True),  # the ledger's own server
+    ("redis://127.0.0.1:7001/0", "amqp://guest:guest@127.0.0.1:5672/", True, True),  # a broker that is no Redis
+])
+def test_a_record_s_reply_is_waited_for_only_where_the_library_acknowledges_on_the_ledger_s_redis(
+        redis_url: str, broker_url: str, acknowledges: bool, later: bool) -> None:
+    from taskbench.backends._worker import blocking_execute
+    from taskbench.backends.base import WorkerContext
+
+    asked: list[bool] = []
+
+    async def nothing(task: TaskMessage) -> None: ...
+
+    async def ready() -> None: ...
+
+    async def go() -> None:
+        settings = Settings(redis_url=redis_url, broker_url=broker_url, run_id="t")
+        ctx = WorkerContext(settings=settings, execute=nothing, ready=ready,
+                            tasks_from_threads=lambda confirm_later: asked.append(confirm_later))
+        blocking_execute(ctx, acknowledges=acknowledges)
+
+    asyncio.run(go())
+    assert asked == [later]
+
+
+def test_same_redis_compares_servers_not_databases() -> None:
+    from taskbench.redis_pipe import same_redis
+
+    assert same_redis("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/3")
+    assert same_redis("redis://localhost", "redis://localhost:6379/0")
+    assert same_redis("unix:///tmp/r.sock", "unix:///tmp/r.sock?db=2")
+    assert not same_redis("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6380/0")
+    assert not same_redis("unix:///tmp/r.sock", "redis://127.0.0.1:6379/0")
+    assert not same_redis("redis://127.0.0.1:6379/0", "amqp://guest:guest@127.0.0.1:5672/")

@@ -18,15 +18,18 @@ A lost connection fails the record (the task raises; the library does not count 
 did reach Redis shows as a second execution when the task runs again: never a lost one) and the thread's
 next record connects again. A URL this does not speak to (TLS) leaves every body on the loop.
 
-**Confirmed later** (``confirm_later``, for a library that acknowledges nothing once a task returns: Huey,
-whose worker takes a task off Redis with ``BRPOP`` before it runs it and does not retry it): the record is
-written before the task returns and its reply is read at the thread's next record (or when the worker
-closes), so the thread does not sleep on a round trip a task. Nothing an audit can see changes: the bytes
-are in the kernel once ``sendall`` returns, and a worker killed after it cannot take them back (its socket
-still delivers them; Redis runs the record); a record whose reply is lost (Redis restarted, say) would have
-failed its task the other way, and Huey drops a failed task all the same: lost either way, and logged here
-with the task's id. What it saves: Huey's no-op drain paired 0.895 -> see docs/benchmarks.md ("Huey's
-records confirmed at the next record").
+**Confirmed later** (``confirm_later``): the record is written before the task returns and its reply read
+later (at the latest when :data:`UNCONFIRMED` of the connection's are unread, all in one read; the rest
+when the worker closes), so the thread does not sleep on a round trip a task. Used where waiting protects
+nothing (:func:`taskbench.backends._worker.blocking_execute`): a library that acknowledges nothing once a
+task returns (Huey takes a task off Redis with ``BRPOP`` before it runs it and does not retry it), or a
+ledger whose Redis is not the library's broker (the default: taskbench starts one Redis for each), where
+the library's acknowledgement cannot reach the ledger's server before the record. The bytes are in the
+kernel once ``sendall`` returns, and a worker killed after it cannot take them back (its socket still
+delivers them; Redis runs the record). A reply lost with the connection is logged with the task's id (if
+Redis did not run the record, the audit counts that task lost); a NOSCRIPT is sent again. Where the ledger
+shares the broker's Redis and the library acknowledges, each reply is still waited for. What it saves:
+docs/benchmarks.md, "Huey's records confirmed at a later record".
 """
 
 from __future__ import annotations

@@ -313,6 +313,20 @@ def address_of(redis_url: str) -> dict[str, Any] | None:
     return address
 
 
+def same_redis(url: str, other: str) -> bool:
+    """Whether two URLs name the same Redis server (its host and port, or its Unix socket); a URL of another
+    scheme (``amqp://``, ``nats://``, ``postgresql://``) is no Redis."""
+    from redis.connection import parse_url
+
+    try:
+        one, two = parse_url(url), parse_url(other)  # type: ignore[no-untyped-call]
+    except ValueError:  # not redis://, rediss:// or unix://
+        return False
+    keys = ("path",) if one.get("path") or two.get("path") else ("host", "port")
+    return all(one.get(key, 6379 if key == "port" else None) == two.get(key, 6379 if key == "port" else None)
+               for key in keys)
+
+
 def where(address: dict[str, Any]) -> str:
     """``address`` (:func:`address_of`) as a user names it: its Unix path, or host:port."""
     return str(address.get("path") or f"{address.get('host', 'localhost')}:{address.get('port', 6379)}")
