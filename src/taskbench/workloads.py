@@ -134,8 +134,8 @@ class Workloads:
         """The backend's library runs each task in a thread of its own: a body that needs no event loop runs
         there (:meth:`run_here`, :mod:`taskbench.ledger_thread`), and a batch of the loop's ledger records
         leaves at once instead of waiting loop turns for tasks that are not on the loop
-        (:mod:`taskbench.ledger_writer`). ``confirm_later``: the library acknowledges nothing once a task
-        returns, so a record's reply is read at the thread's next record
+        (:mod:`taskbench.ledger_writer`). ``confirm_later``: waiting for a record's reply protects nothing
+        (:func:`taskbench.backends._worker.blocking_execute` says when), so it is read at a later record
         (:class:`taskbench.ledger_thread.ThreadRecords`)."""
         if self._writer is not None:
             self._writer.set_hold(0)

@@ -44,7 +44,7 @@ def ledger_apart(settings: Settings) -> bool:
     a task returns (its acknowledgement, to its broker) cannot meet the record on the way: a record written
     before the task returned is in the kernel (a killed worker cannot take it back) and reaches a server that
     no broker fault touches; only that server's own failure could lose it, which would lose records that had
-    been answered too (the ledger's Redis is not fsynced)."""
+    been answered too (the ledger's Redis that taskbench starts keeps nothing on disk: ``appendonly no``)."""
     return not same_redis(settings.redis_url, settings.broker_address)
 
 

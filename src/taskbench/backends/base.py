@@ -55,7 +55,7 @@ class WorkerContext:
     execute: Execute  # runs the workload and writes the ledger
     ready: Callable[[], Awaitable[None]]  # call once the worker can take tasks
     #: call when the library's own threads hand the tasks to this loop (:func:`._worker.blocking_execute`)
-    #: (``confirm_later=True``: the library acknowledges nothing once a task returns)
+    #: (``confirm_later=True``: waiting for a record's reply protects nothing, see ``blocking_execute``)
     tasks_from_threads: Callable[..., None] = lambda **_: None
     #: from such a thread: run the task there if its body needs no loop (True), else leave it (False)
     run_here: Callable[[TaskMessage], bool] = lambda task: False
