@@ -126,8 +126,8 @@ class BlockingConnection:
 
 class ThreadRecords:
     """Records (and, with the ledger off, the task's INCRBY) from the calling thread, on a connection of that
-    thread's own (see the module's docstring), each answered before it returns or, ``confirm_later``, at the
-    thread's next one (a count above one then calls ``repeated`` with the task's workload). Thread-safe;
+    thread's own (see the module's docstring), each answered before it returns or, ``confirm_later``, read
+    later with others (a count above one then calls ``repeated`` with the task's workload). Thread-safe;
     :meth:`close` reads what is still unanswered and closes every thread's connection."""
 
     def __init__(self, ledger: Ledger, address: dict[str, Any], *, confirm_later: bool = False,
@@ -143,7 +143,7 @@ class ThreadRecords:
 
     @property
     def confirm_later(self) -> bool:
-        """Whether a record's reply is read at the thread's next record instead of before the task returns."""
+        """Whether a record's reply is read later (:data:`UNCONFIRMED`) instead of before the task returns."""
         return self._confirm_later
 
     def record(self, task_id: str, enqueued_at: float, started_at: float, finished_at: float, *,

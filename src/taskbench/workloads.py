@@ -135,7 +135,7 @@ class Workloads:
         there (:meth:`run_here`, :mod:`taskbench.ledger_thread`), and a batch of the loop's ledger records
         leaves at once instead of waiting loop turns for tasks that are not on the loop
         (:mod:`taskbench.ledger_writer`). ``confirm_later``: waiting for a record's reply protects nothing
-        (:func:`taskbench.backends._worker.blocking_execute` says when), so it is read at a later record
+        (:func:`taskbench.backends._worker.blocking_execute` says when), so it is read later, with others
         (:class:`taskbench.ledger_thread.ThreadRecords`)."""
         if self._writer is not None:
             self._writer.set_hold(0)
