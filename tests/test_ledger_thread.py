@@ -54,7 +54,7 @@ def test_each_thread_has_its_connection_and_each_task_its_count(
     assert records is not None
     names: set[str] = set()
 
-    def work(thread: int) -> list[int]:
+    def work(thread: int) -> list[int | None]:
         names.add(threading.current_thread().name)
         ids = [f"t{thread}-{i}" for i in range(100)]
         return [records.record(t, 1.0, 2.0, 3.0) for t in ids] + [records.record(t, 1.0, 2.0, 3.0) for t in ids]
