@@ -141,11 +141,6 @@ class ThreadRecords:
         self._confirm_later = confirm_later
         self._repeated = repeated
 
-    @property
-    def confirm_later(self) -> bool:
-        """Whether a record's reply is read later (:data:`UNCONFIRMED`) instead of before the task returns."""
-        return self._confirm_later
-
     def record(self, task_id: str, enqueued_at: float, started_at: float, finished_at: float, *,
                incr: tuple[str, int] | None = None, workload: str = "") -> int | None:
         """As :meth:`taskbench.ledger.Ledger.record`: how many times this task has run, this one included;
