@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     ledger: bool = Field(
         default=True, description="record every execution; off only to measure the ledger's own cost"
     )
+    ledger_spool: str = Field(
+        default="", max_length=4096,
+        description="a folder the harness keeps for the records of a library's threads (taskbench.ledger_spool); "
+                    "set by the harness for the workers it starts")
     # worker parameters
     concurrency: int = Field(default=10, ge=1, le=10_000, description="tasks at once per worker")
     shutdown_timeout: float = Field(default=10.0, ge=0.0, le=600.0)

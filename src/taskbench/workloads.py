@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from taskbench.ledger import Ledger
+from taskbench.ledger_spool import SpoolRecords, spool_records
 from taskbench.ledger_thread import ThreadRecords, thread_records_for
 from taskbench.ledger_writer import writer_for
 from taskbench.messages import NOOP, USER_TASK, WORKLOADS, TaskMessage
@@ -68,7 +69,7 @@ class Workloads:
             )
         )
         # the records of tasks run in a library's own threads (tasks_from_threads, run_here)
-        self._here: ThreadRecords | None = None
+        self._here: ThreadRecords | SpoolRecords | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._processes: ProcessPoolExecutor | None = None
         # a user's own task (settings.task: module:callable), imported once; TaskSpecError at start
@@ -136,12 +137,18 @@ class Workloads:
         leaves at once instead of waiting loop turns for tasks that are not on the loop
         (:mod:`taskbench.ledger_writer`). ``confirm_later``: waiting for a record's reply protects nothing
         (:func:`taskbench.backends._worker.blocking_execute` says when), so it is read later, with others
-        (:class:`taskbench.ledger_thread.ThreadRecords`)."""
+        (:class:`taskbench.ledger_thread.ThreadRecords`), or, in a worker the harness started
+        (``TASKBENCH_LEDGER_SPOOL``), spooled to a file it recovers (:mod:`taskbench.ledger_spool`)."""
         if self._writer is not None:
             self._writer.set_hold(0)
         if self._here is None:
-            self._here = thread_records_for(self.ledger, self.settings.redis_url, confirm_later=confirm_later,
-                                            repeated=self._redelivered)
+            settings = self.settings
+            here: ThreadRecords | SpoolRecords | None = thread_records_for(
+                self.ledger, settings.redis_url, confirm_later=confirm_later, repeated=self._redelivered)
+            if isinstance(here, ThreadRecords) and confirm_later and settings.ledger and settings.ledger_spool:
+                here = spool_records(self.ledger, settings.redis_url, self.counter_key, settings.ledger_spool,
+                                     fallback=here, repeated=self._redelivered)
+            self._here = here
 
     def _redelivered(self, workload: str) -> None:
         self.metrics.task(workload).redelivered.inc()

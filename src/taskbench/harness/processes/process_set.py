@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -42,6 +42,9 @@ class ProcessSet:
         self.stacks: dict[str, Path] = {}
         self._lock = threading.Lock()  # a fault thread may kill and restart while the run goes on
         self._closed = False
+        #: called once processes were stopped or killed and the rest go on (a stopped worker's spooled ledger
+        #: records are forwarded then: :class:`taskbench.ledger_spool.SpoolKeeper`)
+        self.after_stop: Callable[[], object] | None = None
 
     def start(
         self,
@@ -74,6 +77,7 @@ class ProcessSet:
             code = proc.stop(timeout=0, first=signal.SIGKILL)
             self.procs.remove(proc)
             self.killed.append(proc)
+        self._stopped()
         return pid, code
 
     def restart(self, name: str) -> Managed:
@@ -96,6 +100,7 @@ class ProcessSet:
             self.procs.remove(old)
             self.killed.append(old)
         code = old.stop(timeout=0, first=signal.SIGKILL)  # children its exit left behind, by group id
+        self._stopped()
         return self.restart(name), code
 
     def dead(self) -> list[Managed]:
@@ -114,7 +119,13 @@ class ProcessSet:
             for proc in chosen:
                 self._stop(proc)
                 self.procs.remove(proc)
+        if chosen:
+            self._stopped()
         return [p.name for p in chosen]
+
+    def _stopped(self) -> None:
+        if self.after_stop is not None:
+            self.after_stop()
 
     def stop_all(self) -> dict[str, int | None]:
         # Reverse start order: the API (no new tasks) before the workers, servers last. A second

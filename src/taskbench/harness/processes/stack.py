@@ -33,6 +33,7 @@ from taskbench.harness.processes.cgroups import Cgroups, Limit, tree_cpu
 from taskbench.harness.processes.peaks import Peaks
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.processes.rss import tree_sizes
+from taskbench.ledger_spool import SPOOL_ENV, SpoolKeeper
 from taskbench.procgroup import Managed
 from taskbench.results import LimitRecord, LimitStats
 from taskbench.wait import WaitTimeoutError, wait_until
@@ -74,7 +75,13 @@ class Stack:
     """Processes of one case, each in its own process group; limits per role; always stopped."""
 
     def __init__(self, env: Mapping[str, str], *, name: str, stop_timeout: float = 10.0) -> None:
+        # the folder of the workers' spooled ledger records, unless the caller named one ("" : none)
+        self.spool = None if SPOOL_ENV in env else SpoolKeeper()
+        if self.spool is not None:
+            env = {**env, **self.spool.env()}
         self.procs = ProcessSet(env, stop_timeout=stop_timeout + STOP_MARGIN)
+        if self.spool is not None:
+            self.procs.after_stop = self.spool.sweep
         self.cgroups = Cgroups(name)
         self.roles: dict[str, str] = {}  # process name -> the limit set's component (api, workers, ...)
         self._limited: dict[str, _Limited] = {}
@@ -188,7 +195,11 @@ class Stack:
         try:
             return self.procs.stop_all()
         finally:
-            self.cgroups.release()
+            try:
+                self.cgroups.release()
+            finally:
+                if self.spool is not None:  # what a killed worker spooled reaches the ledger before it is read
+                    self.spool.close()
 
     def __enter__(self) -> Self:
         return self

@@ -1,0 +1,198 @@
+"""The ledger's records from a library's threads, spooled to a file the harness keeps: every record reaches
+Redis once, from the worker or, once it is gone, from the harness; a killed worker loses none and a line
+forwarded twice runs once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskbench.ledger import Ledger
+from taskbench.ledger_spool import SPOOL_ENV, SpoolKeeper, SpoolRecords, _open
+from taskbench.ledger_thread import thread_records_for
+from taskbench.messages import NOOP, TaskMessage
+from taskbench.settings import Settings
+from taskbench.workloads import Workloads
+
+
+def _records(ledger: Ledger, redis_url: str, counter: str, folder: Path, repeated: list[str] | None = None,
+             ) -> SpoolRecords:
+    fallback = thread_records_for(ledger, redis_url, confirm_later=True)
+    assert fallback is not None
+    return SpoolRecords(ledger, redis_url, counter, folder, fallback=fallback,
+                        repeated=(repeated.append if repeated is not None else lambda workload: None))
+
+
+def test_records_from_threads_land_once_and_a_second_run_is_counted(
+        redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path) -> None:
+    """Four threads, 500 records each and 50 of them twice: every record in Redis with its times and its
+    increment once the records close, each second run reported by workload, the file gone."""
+    ledger = Ledger(f"taskbench:{run_id}:")
+    counter = f"taskbench:{run_id}:counter"
+    repeated: list[str] = []
+    records = _records(ledger, redis_url, counter, tmp_path, repeated)
+    assert records.path.parent == tmp_path and records.path.exists()
+
+    def work(thread: int) -> None:
+        for i in range(500):
+            assert records.record(f"t{thread}-{i}", 1.0, 2.0, 3.5, incr=(counter, 2), workload="io/simple") is None
+        for i in range(50):
+            records.record(f"t{thread}-{i}", 1.0, 2.0, 4.0, workload=NOOP)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(work, range(4)))
+    records.close()
+    counts, times = ledger.read(client)
+    assert len(counts) == 2000
+    assert sum(counts.values()) == 2200 and {counts[f"t{t}-{i}"] for t in range(4) for i in range(50)} == {2}
+    assert times["t0-0"] == (1.0, 2.0, 4.0) and times["t3-499"] == (1.0, 2.0, 3.5)
+    assert int(client.get(counter) or 0) == 4000
+    assert repeated == [NOOP] * 200
+    assert not records.path.exists() and list(tmp_path.iterdir()) == []
+
+
+_KILLED = """
+import os, signal, sys, time
+from pathlib import Path
+from taskbench.ledger import Ledger
+from taskbench.ledger_spool import SpoolRecords
+from taskbench.ledger_thread import thread_records_for
+ledger = Ledger(sys.argv[2])
+records = SpoolRecords(ledger, sys.argv[1], "unused", Path(sys.argv[3]),
+                       fallback=thread_records_for(ledger, sys.argv[1], confirm_later=True))
+for i in range(int(sys.argv[4])):
+    records.record(f"k{i}", 1.0, 2.0, 3.0)
+    if i == int(sys.argv[4]) // 2:
+        time.sleep(0.05)  # the worker's thread forwards what came so far
+os.kill(os.getpid(), signal.SIGKILL)  # at once, what came since unsent: a SIGKILL right after a task's return
+"""
+
+
+@pytest.mark.parametrize("count", [1, 2, 5000])
+def test_a_killed_worker_s_records_are_forwarded_by_the_harness_each_once(
+        count: int, redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path) -> None:
+    """A worker killed right after writing records, some forwarded by itself and some not: the keeper leaves
+    its file alone while it lives, then forwards the rest, and each record is in Redis once (a line the
+    worker forwarded is not sent again)."""
+    prefix = f"taskbench:{run_id}:"
+    for attempt in range(3):
+        ledger = Ledger(f"{prefix}{attempt}:")
+        keeper = SpoolKeeper(str(tmp_path))
+        try:
+            done = subprocess.run([sys.executable, "-c", _KILLED, redis_url, ledger.prefix, str(keeper.folder),
+                                   str(count)], timeout=60, check=False)
+            assert done.returncode == -signal.SIGKILL
+            keeper.sweep()
+            assert ledger.read(client)[0] == {f"k{i}": 1 for i in range(count)}
+        finally:
+            keeper.close()
+        assert not keeper.folder.exists()
+
+
+def test_a_live_worker_s_file_is_left_to_it(redis_url: str, client: redis.Redis, run_id: str,
+                                            tmp_path: Path) -> None:
+    ledger = Ledger(f"taskbench:{run_id}:")
+    keeper = SpoolKeeper(str(tmp_path))
+    records = _records(ledger, redis_url, "unused", keeper.folder)
+    try:
+        records._stopping = True  # its thread forwards nothing more but at close()
+        records._wake.set()
+        records._thread.join(5)
+        records.record("mine", 1.0, 2.0, 3.0)
+        assert keeper.sweep() == 0 and ledger.read(client)[0] == {}
+    finally:
+        records.close()
+        keeper.close()
+    assert ledger.read(client)[0] == {"mine": 1}
+
+
+def test_a_line_cut_by_the_kill_is_no_record_and_a_stretch_sent_twice_runs_once(
+        redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The keeper forwards the whole lines of a dead worker's file; the half line a kill cut (no newline) is
+    no record: its task had not returned. Two readers of the same file (a worker and the harness, a reply
+    lost) run each line once: the offset moves with the records, in one script."""
+    ledger = Ledger(f"taskbench:{run_id}:")
+    keeper = SpoolKeeper(str(tmp_path))
+    records = _records(ledger, redis_url, "unused", keeper.folder)
+    records._stopping = True
+    records._wake.set()
+    records._thread.join(5)
+    for i in range(3):
+        records.record(f"r{i}", 1.0, 2.0, 3.0)
+    os.write(records._fd, b"cut\t1.000000 2.0")
+    path = records.path
+    first, second = _open(path), _open(path)
+    try:
+        assert first.forward_all() == 3
+        assert second.forward_all() == 0 and second.offset == first.offset
+    finally:
+        first.close()
+        second.close()
+    os.close(records._fd)  # the worker is gone: its lock with it
+    records._fallback.close()
+    with caplog.at_level(logging.WARNING, logger="taskbench.ledger"):
+        assert keeper.sweep() == 0  # forwarded already; the cut line stays until the last sweep
+        assert path.exists()
+        keeper.close()
+    assert not path.exists()
+    assert any("cut by the worker's end" in r.getMessage() for r in caplog.records)
+    assert ledger.read(client)[0] == {"r0": 1, "r1": 1, "r2": 1}
+
+
+def test_a_worker_spools_where_the_harness_names_a_folder(
+        redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path) -> None:
+    """Confirmed later and with the ledger on, a worker the harness started (``TASKBENCH_LEDGER_SPOOL``) writes
+    its loop-free bodies' records to the folder; they are in Redis once its Workloads close, the INCRBY of
+    io/simple with them, and the folder is empty again. Waiting for each reply, nothing is spooled."""
+    settings = Settings(redis_url=redis_url, run_id=run_id, ledger_spool=str(tmp_path))
+
+    async def go(confirm_later: bool) -> list[str]:
+        async with Workloads(settings) as workloads:
+            workloads.tasks_from_threads(confirm_later=confirm_later)
+            tasks = [TaskMessage(task_id=f"{confirm_later}-n", workload=NOOP, value=1, enqueued_at=0.0),
+                     TaskMessage(task_id=f"{confirm_later}-i", workload="io/simple", value=3, enqueued_at=0.0)]
+            assert await asyncio.to_thread(lambda: [workloads.run_here(t) for t in tasks]) == [True, True]
+            return [p.name for p in tmp_path.iterdir()]
+
+    assert len(asyncio.run(go(True))) == 1
+    assert asyncio.run(go(False)) == []
+    assert list(tmp_path.iterdir()) == []
+    counts, _ = Ledger(settings.prefix).read(client)
+    assert counts == {"True-n": 1, "True-i": 1, "False-n": 1, "False-i": 1}
+    assert int(client.get(f"{settings.prefix}counter") or 0) == 6
+
+
+def test_the_stack_names_a_folder_and_forwards_a_killed_process_s_file(
+        redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path) -> None:
+    """Every process a Stack starts is told its folder; killing one forwards what its file holds before
+    ``kill`` returns (a fault's restart finds the records in Redis), and the folder goes with the stack."""
+    from taskbench.harness.processes.stack import Stack
+
+    ledger = Ledger(f"taskbench:{run_id}:")
+    with Stack(dict(os.environ), name=run_id) as stack:
+        folder = stack.spool.folder if stack.spool is not None else None
+        assert folder is not None and stack.procs.env[SPOOL_ENV] == str(folder)
+        script = _KILLED.replace("os.kill(os.getpid(), signal.SIGKILL)", "time.sleep(600)").replace(
+            "Path(sys.argv[3])", f"Path(os.environ[{SPOOL_ENV!r}])")
+        proc = stack.start("worker-1", [sys.executable, "-c", script, redis_url, ledger.prefix, "-", "200"],
+                           tmp_path / "worker.log")
+        deadline = time.monotonic() + 30
+        while not list(folder.glob("*.spool")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # its 200 lines written (it then sleeps)
+        assert proc.alive()
+        stack.procs.kill("worker-1")
+        assert ledger.read(client)[0] == {f"k{i}": 1 for i in range(200)}
+    assert not folder.exists()
+    with Stack({**os.environ, SPOOL_ENV: ""}, name=run_id) as stack:  # the caller's choice: none
+        assert stack.spool is None and stack.procs.env[SPOOL_ENV] == ""
