@@ -336,8 +336,9 @@ class SpoolRecords:
             self._wake.wait()
             if not self._stopping:
                 time.sleep(HOLD)
-            self._pending = False
+            # cleared before the flag: a record written after the flag went down wakes the next round
             self._wake.clear()
+            self._pending = False
             try:
                 spool.forward_all(self._runs)
                 delay = 0.05
