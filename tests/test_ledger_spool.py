@@ -5,7 +5,6 @@ forwarded twice runs once."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import subprocess
@@ -17,8 +16,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from taskbench import ledger_spool
 from taskbench.ledger import Ledger
-from taskbench.ledger_spool import SPOOL_ENV, SpoolKeeper, SpoolRecords, _open
+from taskbench.ledger_spool import HEADER, SLOT, SPOOL_ENV, SpoolKeeper, SpoolRecords, _Link, _Segment
 from taskbench.ledger_thread import thread_records_for
 from taskbench.messages import NOOP, TaskMessage
 from taskbench.settings import Settings
@@ -41,7 +41,7 @@ def test_records_from_threads_land_once_and_a_second_run_is_counted(
     counter = f"taskbench:{run_id}:counter"
     repeated: list[str] = []
     records = _records(ledger, redis_url, counter, tmp_path, repeated)
-    assert records.path.parent == tmp_path and records.path.exists()
+    assert [p.parent for p in records.paths] == [tmp_path] and records.paths[0].exists()
 
     def work(thread: int) -> None:
         for i in range(500):
@@ -58,7 +58,28 @@ def test_records_from_threads_land_once_and_a_second_run_is_counted(
     assert times["t0-0"] == (1.0, 2.0, 4.0) and times["t3-499"] == (1.0, 2.0, 3.5)
     assert int(client.get(counter) or 0) == 4000
     assert repeated == [NOOP] * 200
-    assert not records.path.exists() and list(tmp_path.iterdir()) == []
+    assert records.paths == [] and list(tmp_path.iterdir()) == []
+
+
+def test_a_full_file_is_forwarded_removed_and_followed_by_the_next(
+        redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files of 100 slots: 1,200 records from four threads fill twelve, each removed once forwarded."""
+    monkeypatch.setattr(ledger_spool, "SLOTS", 100)
+    ledger = Ledger(f"taskbench:{run_id}:")
+    records = _records(ledger, redis_url, "unused", tmp_path)
+    seen: set[str] = set()
+
+    def work(thread: int) -> None:
+        for i in range(300):
+            records.record(f"t{thread}-{i}", 1.0, 2.0, 3.0, workload=NOOP)
+            seen.update(p.name for p in tmp_path.glob("*.spool"))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(work, range(4)))
+    records.close()
+    assert len(seen) == 12 and list(tmp_path.iterdir()) == []
+    counts, _ = ledger.read(client)
+    assert len(counts) == 1200 and set(counts.values()) == {1}
 
 
 _KILLED = """
@@ -116,37 +137,40 @@ def test_a_live_worker_s_file_is_left_to_it(redis_url: str, client: redis.Redis,
     assert ledger.read(client)[0] == {"mine": 1}
 
 
-def test_a_line_cut_by_the_kill_is_no_record_and_a_stretch_sent_twice_runs_once(
-        redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The keeper forwards the whole lines of a dead worker's file; the half line a kill cut (no newline) is
-    no record: its task had not returned. Two readers of the same file (a worker and the harness, a reply
-    lost) run each line once: the offset moves with the records, in one script."""
+def test_a_slot_without_its_mark_is_no_record_and_a_stretch_sent_twice_runs_once(
+        redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path) -> None:
+    """A slot whose line is in and whose ready mark is not (a kill between the two) is no record: its task had
+    not returned. The worker's reader stops there; once the worker is gone the keeper forwards the ready slots
+    past it. Two readers of the same file (a worker and the harness, a reply lost) run each slot once: the
+    offset moves with the records, in one script."""
     ledger = Ledger(f"taskbench:{run_id}:")
     keeper = SpoolKeeper(str(tmp_path))
     records = _records(ledger, redis_url, "unused", keeper.folder)
-    records._stopping = True
+    records._stopping = True  # its thread forwards nothing more
     records._wake.set()
     records._thread.join(5)
     for i in range(3):
         records.record(f"r{i}", 1.0, 2.0, 3.0)
-    os.write(records._fd, b"cut\t1.000000 2.0")
-    path = records.path
-    first, second = _open(path), _open(path)
+    hole = next(records._slots)  # reserved, its line stored, its mark not
+    line = b"r3\t1.000000 2.000000 3.000000\t\t\n"
+    records._maps[0][HEADER + hole * SLOT + 1:HEADER + hole * SLOT + 1 + len(line)] = line
+    records.record("r4", 1.0, 2.0, 3.0)
+    own = records._files[0]
+    path = own.segment.path
+    link = _Link(own.segment.link.target)
     try:
-        assert first.forward_all() == 3
-        assert second.forward_all() == 0 and second.offset == first.offset
+        first, second = _Segment(path, own._read, link), _Segment(path, own._read, link)
+        assert first.forward(None, holes=False) == 3
+        assert second.forward(None, holes=False) == 0 and second.offset == first.offset == 3
     finally:
-        first.close()
-        second.close()
-    os.close(records._fd)  # the worker is gone: its lock with it
+        link.close()
+    own.map.close()
+    os.close(own.fd)  # the worker is gone: its lock with it
     records._fallback.close()
-    with caplog.at_level(logging.WARNING, logger="taskbench.ledger"):
-        assert keeper.sweep() == 0  # forwarded already; the cut line stays until the last sweep
-        assert path.exists()
-        keeper.close()
+    assert keeper.sweep() == 1
     assert not path.exists()
-    assert any("cut by the worker's end" in r.getMessage() for r in caplog.records)
-    assert ledger.read(client)[0] == {"r0": 1, "r1": 1, "r2": 1}
+    keeper.close()
+    assert ledger.read(client)[0] == {"r0": 1, "r1": 1, "r2": 1, "r4": 1}
 
 
 def test_a_worker_spools_where_the_harness_names_a_folder(

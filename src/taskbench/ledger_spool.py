@@ -1,28 +1,30 @@
-"""The ledger's records from a library's threads, spooled to a file the harness keeps (issue 33).
+"""The ledger's records from a library's threads, spooled to memory the harness can read (issue 33).
 
 Where a record's reply protects nothing (:func:`taskbench.backends._worker.blocking_execute`: Huey, which
 acknowledges nothing once a task returns, and Celery's threads pool, Dramatiq and Huey whenever the
 ledger's Redis is not their broker), :mod:`taskbench.ledger_thread` wrote each record to Redis before the
-task returned and read the reply later. On a machine where a write that wakes a sleeping Redis costs the
-writer 30-40 µs of CPU, that one wake-up a task was still 7-11 % of a no-op drain (docs/benchmarks.md).
+task returned and read the reply later. That write cost a no-op task 25-40 µs of its worker's CPU, 7-11 %
+of its drain (docs/benchmarks.md): less for the system call itself than for the interpreter's lock, which a
+system call gives up and which the library's other threads then take in turn.
 
-Here a record is one ``write`` of a line to a file of the worker's own (``O_APPEND``, under the folder the
-harness names with ``TASKBENCH_LEDGER_SPOOL``), about 1 µs that wakes no one, and a thread of the worker
-(:class:`SpoolRecords`) forwards the lines written since its last batch to Redis a few milliseconds later,
-all in one ``EVALSHA`` of :data:`BATCH`. Why no execution the library acknowledged goes unrecorded, and
-none is counted twice:
+Here a record is a store into a shared memory map of a file of the worker's own (under the folder the
+harness names with ``TASKBENCH_LEDGER_SPOOL``): one slot of :data:`SLOT` bytes, its line first and its
+ready mark last, about 2 µs with no system call and the lock kept. A thread of the worker
+(:class:`SpoolRecords`) forwards the ready slots every :data:`HOLD` s while records come, all in one
+``EVALSHA`` of :data:`BATCH`. Why no execution the library acknowledged goes unrecorded, and none is counted
+twice:
 
-* **A worker killed at any moment.** The line is in the kernel's page cache once ``write`` returned, before
-  the task returns and so before the library acknowledges it; a SIGKILL does not take it back. The worker
-  holds an exclusive ``flock`` on its file while it lives; the kernel drops it with the process, and the
-  harness (:class:`SpoolKeeper`, a thread of the process that started the worker) forwards what a file whose
-  lock is free still holds, every :data:`KEEP_INTERVAL` s and once more when the stack stops, before any
-  audit reads the ledger for good. A line cut short by the kill (no newline) was never a record: its task
-  had not returned.
-* **Each line once.** :data:`BATCH` runs every record of a batch and moves the file's offset
+* **A worker killed at any moment.** The slot is in the kernel's page cache once stored, before the task
+  returns and so before the library acknowledges it; a SIGKILL does not take it back. The worker holds an
+  exclusive ``flock`` on each of its files while it lives; the kernel drops it with the process, and the
+  harness (:class:`SpoolKeeper`, in the process that started the worker) forwards the ready slots of a file
+  whose lock is free, at once when it stops or kills a process, every :data:`KEEP_INTERVAL` s, and once more
+  when the stack stops. A slot without its mark (a kill between the line and the mark) was never a record:
+  its task had not returned.
+* **Each record once.** :data:`BATCH` runs every record of a batch and moves the file's offset
   (``P ledger:spool``, by file name) in one script, so Redis holds both or neither; it runs only if the offset
   in Redis is the one the batch starts from (else it answers ``SPOOLAT <offset>`` and the sender goes on from
-  there). A reply lost with the connection, the harness and a worker: whoever forwards a line second finds
+  there). A reply lost with the connection, the harness and a worker: whoever forwards a slot second finds
   it forwarded.
 * **The same order as before.** A record reaches Redis a few milliseconds after its task returned, as with
   replies confirmed later; where the library's acknowledgement goes to the ledger's own Redis and matters
@@ -32,22 +34,21 @@ A worker that the harness did not start (no ``TASKBENCH_LEDGER_SPOOL``: a user's
 node) has nobody to recover its file after a kill, and records as :mod:`taskbench.ledger_thread` does.
 With the ledger off nothing is spooled: ``io/simple``'s INCRBY is the task's effect, not a record.
 
-The file's first line says where its records go (the ledger's Redis URL and keys) so that the harness can
-forward it without knowing the run; the folder is the harness's own (mode 0700, removed with the stack). A
-forwarded stretch is given back to the memory (``FALLOC_FL_PUNCH_HOLE``) every :data:`PUNCH` bytes, so a
-soak's file does not grow in RAM.
+A file holds :data:`SLOTS` records after a header page that says where they go (the ledger's Redis URL and
+keys), so that the harness forwards it without knowing the run; a full one is removed once forwarded and the
+next one made. The folder is the harness's own (mode 0700, in ``/dev/shm`` where there is one: memory the
+kernel never writes back to a disk; removed with the stack).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import errno
 import fcntl
 import hashlib
+import itertools
 import json
 import logging
+import mmap
 import os
 import tempfile
 import threading
@@ -68,10 +69,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("taskbench.ledger")
 
-#: the variable that names the spool folder (set by the harness: :func:`spool_env`)
+#: the variable that names the spool folder (set by the harness: :class:`SpoolKeeper`)
 SPOOL_ENV: Final = "TASKBENCH_LEDGER_SPOOL"
-#: KEYS: count hash, times hash, offsets hash, the tasks' counter; ARGV: the file's name, the offset the batch
-#: starts at, the offset after it, then per record its task id, times, and increment ('' for none)
+#: KEYS: count hash, times hash, offsets hash, the tasks' counter; ARGV: the file's name, the slot the batch
+#: starts at, the slot after it, then per record its task id, times, and increment ('' for none)
 BATCH: Final = """
 local at = redis.call('HGET', KEYS[3], ARGV[1]) or '0'
 if at ~= ARGV[2] then return redis.error_reply('SPOOLAT ' .. at) end
@@ -85,16 +86,21 @@ redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
 return runs
 """
 BATCH_SHA: Final = hashlib.sha1(BATCH.encode(), usedforsecurity=False).hexdigest()
-#: seconds a worker's first record waits for others before the batch leaves (one wake-up of Redis for all)
-HOLD: Final = 0.004
-#: most records in one script (a long file, recovered, goes in several)
+#: bytes of a record's slot: its ready mark, then its line (task id, times, increment, workload)
+SLOT: Final = 256
+#: bytes of a file's header (its first line says where its records go)
+HEADER: Final = 4096
+#: records a file holds (16 MiB)
+SLOTS: Final = 65536
+#: the mark a slot's writer stores last
+READY: Final = 0x52
+#: seconds between two batches of a worker while records come (one wake-up of Redis for all of them)
+HOLD: Final = 0.005
+#: most records in one script
 MOST: Final = 2000
 #: seconds between two looks of the harness at the folder for files whose worker is gone
 KEEP_INTERVAL: Final = 0.2
-#: forwarded bytes given back to the memory at once
-PUNCH: Final = 8 << 20
 _SUFFIX: Final = ".spool"
-_READ: Final = 1 << 20
 #: characters a task id may not hold to be spooled (the line's separators)
 _SEPARATORS: Final = frozenset("\t\n\r")
 
@@ -115,48 +121,57 @@ class _Target:
         self.prefix = prefix
 
     def header(self) -> bytes:
-        return json.dumps({"spool": 1, "redis_url": self.redis_url, "prefix": self.prefix,
+        line = json.dumps({"spool": 1, "redis_url": self.redis_url, "prefix": self.prefix,
                            "count": self.count_key, "times": self.times_key,
                            "counter": self.counter_key}).encode() + b"\n"
+        if len(line) > HEADER:
+            raise SpoolError("the ledger's URL and keys do not fit a spool file's header")
+        return line
 
     @classmethod
-    def parse(cls, line: bytes) -> _Target:
+    def parse(cls, data: bytes) -> _Target:
         try:
-            found = json.loads(line)
+            found = json.loads(data[:data.index(b"\n")])
             return cls(str(found["redis_url"]), str(found["count"]), str(found["times"]), str(found["counter"]),
                        str(found["prefix"]))
         except (ValueError, KeyError, TypeError) as exc:
-            raise SpoolError(f"not a spool header: {line[:200]!r}") from exc
+            raise SpoolError(f"not a spool header: {data[:200]!r}") from exc
 
 
-class _Forwarder:
-    """Sends a spool file's lines to Redis in :data:`BATCH` scripts, on a blocking connection of its own."""
+class _MovedError(Exception):
+    """Redis's offset for a file is not where the batch started: the file goes on from ``offset``."""
 
-    def __init__(self, target: _Target, name: str) -> None:
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+class _Link:
+    """A blocking connection to the ledger's Redis with :data:`BATCH` loaded, made when first needed."""
+
+    def __init__(self, target: _Target) -> None:
         self.target = target
-        self.name = name
         self._connection: BlockingConnection | None = None
-        # the command's arguments that are the same for every batch of the file (its count is the batch's)
-        self._args = pack("EVALSHA", BATCH_SHA, 4, target.count_key, target.times_key, target.offsets_key,
-                          target.counter_key, name, count=0)[len(b"*0\r\n"):]
+        # the arguments that are the same for every batch, but the file's name (the count is the batch's)
+        self._keys = pack(BATCH_SHA, 4, target.count_key, target.times_key, target.offsets_key, target.counter_key,
+                          count=0)[len(b"*0\r\n"):]
 
-    def forward(self, lines: list[bytes], start: int, end: int) -> list[tuple[int, bytes]]:
-        """Run ``lines`` (the file's bytes ``start`` to ``end``) as one batch: each record's count and its
-        workload mark. Raises :class:`_MovedError` when Redis's offset for the file is not ``start``."""
-        fields: list[bytes] = []
+    def batch(self, name: str, lines: list[bytes], start: int, end: int) -> list[tuple[int, bytes]]:
+        """Run the records of ``lines`` (the file's slots ``start`` to ``end``) in one script: each one's count
+        with its workload. :class:`_MovedError` when Redis's offset for ``name`` is not ``start``."""
+        tail = [name.encode(), b"%d" % start, b"%d" % end]
         marks: list[bytes] = []
         for line in lines:
             parts = line.split(b"\t")
             if len(parts) != 4:
-                raise SpoolError(f"{self.name}: a line that is not a record: {line[:200]!r}")
-            fields += parts[:3]
+                raise SpoolError(f"{name}: a slot that is not a record: {line[:200]!r}")
+            tail += parts[:3]
             marks.append(parts[3])
-        tail = (b"%d" % start, b"%d" % end, *fields)
-        command = b"".join((b"*%d\r\n" % (8 + len(tail)), self._args,
+        command = b"".join((b"*%d\r\n$7\r\nEVALSHA\r\n" % (7 + len(tail)), self._keys,
                             *(b"$%d\r\n%s\r\n" % (len(item), item) for item in tail)))
         try:
             reply = self._call(command)
-        except NoScriptError:  # flushed or a Redis restarted empty: it did not run
+        except NoScriptError:  # flushed, or a Redis restarted empty: it did not run
             self._call(pack("SCRIPT", "LOAD", BATCH))
             reply = self._call(command)
         except ResponseError as exc:
@@ -186,125 +201,128 @@ class _Forwarder:
             self._connection = None
 
 
-class _MovedError(Exception):
-    def __init__(self, offset: int) -> None:
-        super().__init__(offset)
-        self.offset = offset
-
-
-class _File:
-    """A spool file read from its last forwarded record on (the worker's own, or one the harness recovers). Its
-    offsets count the bytes of records, its header line left out (0: none forwarded, as for Redis)."""
-
-    def __init__(self, path: Path, fd: int, target: _Target, base: int) -> None:
-        self.path = path
-        self.fd = fd
-        self.target = target
-        self.base = base  # the header line's length
-        self.offset = 0  # bytes of records forwarded
-        self.forwarder = _Forwarder(target, path.name)
-        #: a descriptor that may write the file (the worker's): forwarded bytes are given back through it
-        self.punch_fd: int | None = None
-        self._punched = 0
-
-    def pending(self) -> int:
-        return os.fstat(self.fd).st_size - self.base - self.offset
-
-    def step(self, on_runs: Callable[[list[tuple[int, bytes]]], None] | None = None) -> int | None:
-        """Forward up to :data:`MOST` whole lines past the offset: the records sent, or None when there is
-        no whole line left."""
-        data = os.pread(self.fd, _READ, self.base + self.offset)
-        end = data.rfind(b"\n")
+def _ready(data: bytes, *, holes: bool) -> tuple[list[bytes], int]:
+    """The lines of the ready slots in ``data`` (whole slots from a file's offset) and the slots they span: up
+    to the first slot not ready (a writer's line under way), or past such slots with ``holes`` (a worker gone:
+    they stay empty); at most :data:`MOST`."""
+    lines: list[bytes] = []
+    span = 0
+    for index in range(len(data) // SLOT):
+        at = index * SLOT
+        if data[at] != READY:
+            if holes:
+                continue
+            break
+        end = data.find(b"\n", at + 1, at + SLOT)
         if end < 0:
-            return None
-        lines = data[:end].split(b"\n")[:MOST]
-        size = sum(len(line) + 1 for line in lines)
-        try:
-            runs = self.forwarder.forward(lines, self.offset, self.offset + size)
-        except _MovedError as moved:  # forwarded already (a reply lost, or the harness did it): go on from there
-            if moved.offset < self.offset:
-                log.error("ledger spool %s: Redis holds offset %d, behind %d: its records were lost there; sent "
-                          "again", self.path.name, moved.offset, self.offset)
-            self.offset = max(0, min(moved.offset, os.fstat(self.fd).st_size - self.base))
-            return 0
-        self.offset += size
-        if on_runs is not None:
-            on_runs(runs)
-        if self.punch_fd is not None and self.base + self.offset - self._punched >= PUNCH:
-            self._punched = _punch(self.punch_fd, self._punched, (self.base + self.offset) & ~4095)
-        return len(lines)
+            raise SpoolError(f"a slot marked ready without its line's end: {data[at:at + 80]!r}")
+        lines.append(data[at + 1:end])
+        span = index + 1
+        if len(lines) >= MOST:
+            break
+    return lines, span
 
-    def forward_all(self, on_runs: Callable[[list[tuple[int, bytes]]], None] | None = None,
-                    deadline: float | None = None) -> int:
-        """Forward every whole line (until ``deadline``, a monotonic time, if given): the records sent."""
+
+class _Segment:
+    """One spool file as its reader sees it: the slots forwarded so far (Redis's offset corrects a reader that
+    starts at 0) and the slots' bytes."""
+
+    def __init__(self, path: Path, read: Callable[[int, int], bytes], link: _Link) -> None:
+        self.path = path
+        self.name = path.name
+        self.read = read  # (first slot, slots) -> their bytes
+        self.link = link
+        self.offset = 0
+
+    def forward(self, on_runs: Callable[[list[tuple[int, bytes]]], None] | None, *, holes: bool) -> int:
+        """Forward the ready slots past the offset (see :func:`_ready`): the records sent."""
         sent = 0
-        while (step := self.step(on_runs)) is not None:
-            sent += step
-            if deadline is not None and time.monotonic() > deadline:
+        while self.offset < SLOTS:
+            lines, span = _ready(self.read(self.offset, min(MOST, SLOTS - self.offset)), holes=holes)
+            if not lines:
                 break
+            try:
+                runs = self.link.batch(self.name, lines, self.offset, self.offset + span)
+            except _MovedError as moved:  # forwarded already (a reply lost, or the other reader did it)
+                if moved.offset < self.offset:
+                    log.error("ledger spool %s: Redis holds offset %d, behind %d: records lost there; sent again",
+                              self.name, moved.offset, self.offset)
+                self.offset = max(0, min(moved.offset, SLOTS))
+                continue
+            self.offset += span
+            sent += len(lines)
+            if on_runs is not None:
+                on_runs(runs)
         return sent
 
-    def close(self) -> None:
-        self.forwarder.close()
-        os.close(self.fd)
 
+class _Own:
+    """One of a worker's spool files: its descriptor (holding the lock), its map, its reader's state."""
 
-def _open(path: Path) -> _File:
-    """A spool file whose header is whole, read from its first record (Redis's offset corrects that)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        head = os.pread(fd, 65536, 0)
-        end = head.find(b"\n")
-        if end < 0:
-            raise SpoolError(f"{path.name}: a spool file without its header line")
-        return _File(path, fd, _Target.parse(head[:end]), end + 1)
-    except BaseException:
-        os.close(fd)
-        raise
+    def __init__(self, path: Path, fd: int, mapped: mmap.mmap, link: _Link) -> None:
+        self.fd = fd
+        self.map = mapped
+        self.segment = _Segment(path, self._read, link)
+
+    def _read(self, first: int, count: int) -> bytes:
+        at = HEADER + first * SLOT
+        return self.map[at:at + count * SLOT]
+
+    def idle(self) -> bool:
+        """Nothing ready past the offset (and, once its writers are done, nothing more to come)."""
+        offset = self.segment.offset
+        return offset >= SLOTS or self.map[HEADER + offset * SLOT] != READY
+
+    def remove(self) -> None:
+        self.segment.path.unlink(missing_ok=True)
+        self.map.close()
+        os.close(self.fd)  # the lock goes with the last descriptor
 
 
 class SpoolRecords:
-    """A worker's records from its library's threads, each one line written to its spool file and forwarded
-    by a thread of its own (see the module's docstring): the interface of
-    :class:`taskbench.ledger_thread.ThreadRecords` (whose ``fallback`` takes what is not spooled: the ledger
-    off's INCRBY, a task id holding a separator)."""
+    """A worker's records from its library's threads, each one slot of a shared memory map, forwarded by a
+    thread of its own (see the module's docstring): the interface of
+    :class:`taskbench.ledger_thread.ThreadRecords`, whose ``fallback`` takes what is not spooled (the ledger
+    off's INCRBY, a task id holding a separator or too long for a slot)."""
 
     def __init__(self, ledger: Ledger, redis_url: str, counter_key: str, folder: Path, *, fallback: ThreadRecords,
                  repeated: Callable[[str], None] = lambda workload: None) -> None:
         self._fallback = fallback
         self._repeated = repeated
-        name = f"{os.getpid()}-{uuid.uuid4().hex[:8]}{_SUFFIX}"
-        self.path = folder / name
-        fresh = folder / f".{name}.new"  # out of the harness's sight until its header is whole and locked
-        target = _Target(redis_url, ledger.count_key, ledger.times_key, counter_key, ledger.prefix)
-        fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the harness leaves a locked file alone
-            os.write(fd, target.header())
-            os.rename(fresh, self.path)
-        except BaseException:
-            os.close(fd)
-            fresh.unlink(missing_ok=True)
-            raise
-        self._fd = fd
-        self._file = _open(self.path)
-        self._file.punch_fd = fd
+        self._folder = folder
+        self._stem = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._target = _Target(redis_url, ledger.count_key, ledger.times_key, counter_key, ledger.prefix)
+        self._header = self._target.header()
+        self._link = _Link(self._target)
+        self._slots = itertools.count()  # next() is one step of the interpreter: no two threads get one slot
+        self._maps: dict[int, mmap.mmap] = {}
+        self._files: dict[int, _Own] = {}
+        self._lock = threading.Lock()
         self._wake = threading.Event()
         self._pending = False
         self._stopping = False
+        self._map(0)  # a folder that cannot take a file fails here, not in a task
         self._thread = threading.Thread(target=self._relay, name="ledger-spool", daemon=True)
         self._thread.start()
 
+    @property
+    def paths(self) -> list[Path]:
+        return [own.segment.path for _, own in sorted(self._files.items())]
+
     def record(self, task_id: str, enqueued_at: float, started_at: float, finished_at: float, *,
                incr: tuple[str, int] | None = None, workload: str = "") -> int | None:
-        """Write the record's line; None (its count is read later: above one, ``repeated(workload)``)."""
-        if not _SEPARATORS.isdisjoint(task_id) or not _SEPARATORS.isdisjoint(workload):
+        """Store the record in its slot; None (its count is read later: above one, ``repeated(workload)``)."""
+        line = b"%s\t%.6f %.6f %.6f\t%s\t%s\n" % (task_id.encode(), enqueued_at, started_at, finished_at,
+                                                 b"%d" % incr[1] if incr else b"", workload.encode())
+        if len(line) >= SLOT or not _SEPARATORS.isdisjoint(task_id) or not _SEPARATORS.isdisjoint(workload):
             result: int | None = self._fallback.record(task_id, enqueued_at, started_at, finished_at, incr=incr,
                                                        workload=workload)
             return result
-        os.write(self._fd, b"%s\t%.6f %.6f %.6f\t%s\t%s\n" % (
-            task_id.encode(), enqueued_at, started_at, finished_at, b"%d" % incr[1] if incr else b"",
-            workload.encode()))
+        number, slot = divmod(next(self._slots), SLOTS)
+        mapped = self._maps.get(number) or self._map(number)
+        at = HEADER + slot * SLOT
+        mapped[at + 1:at + 1 + len(line)] = line
+        mapped[at] = READY  # last: a slot marked ready holds its whole line
         if not self._pending:
             self._pending = True
             self._wake.set()
@@ -314,45 +332,88 @@ class SpoolRecords:
         self._fallback.incrby(key, amount)
 
     def close(self) -> None:
-        """Forward every line (the library's threads are done by now), stop the thread, remove the file; one
+        """Forward every record (the library's threads are done by now), stop the thread, remove the files; one
         not forwarded (Redis unreachable) is left for the harness, with a log line."""
         self._stopping = True
         self._wake.set()
         self._thread.join(timeout=2 * CONNECT_TIMEOUT + 5)
         with contextlib.suppress(Exception):
-            self._file.forward_all(self._runs, time.monotonic() + CONNECT_TIMEOUT)
-        if self._file.pending() == 0:
-            self.path.unlink(missing_ok=True)
-        else:
-            log.error("ledger spool %s: records not forwarded at exit; the harness forwards them", self.path)
-        self._file.close()
-        os.close(self._fd)  # the lock goes with it
+            self._forward()
+        for number, own in sorted(self._files.items()):
+            if own.idle():
+                own.remove()
+            else:
+                log.error("ledger spool %s: records not forwarded at exit; the harness forwards them",
+                          own.segment.path)
+                own.map.close()
+                os.close(own.fd)
+            del self._files[number]
+        self._link.close()
         self._fallback.close()
 
+    def _map(self, number: int) -> mmap.mmap:
+        """The map of file ``number``, made by the first record that needs it."""
+        with self._lock:
+            mapped = self._maps.get(number)
+            if mapped is not None:
+                return mapped
+            name = f"{self._stem}-{number:06d}{_SUFFIX}"
+            path = self._folder / name
+            fresh = self._folder / f".{name}.new"  # out of the harness's sight until its header is in, and locked
+            fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the harness leaves a locked file alone
+                os.ftruncate(fd, HEADER + SLOTS * SLOT)  # sparse: memory is taken as slots are written
+                os.pwrite(fd, self._header, 0)
+                mapped = mmap.mmap(fd, HEADER + SLOTS * SLOT)
+                os.rename(fresh, path)
+            except BaseException:
+                os.close(fd)
+                fresh.unlink(missing_ok=True)
+                raise
+            self._files[number] = _Own(path, fd, mapped, self._link)
+            self._maps[number] = mapped
+            return mapped
+
+    def _forward(self) -> int:
+        """Forward the ready slots of every file; a full file forwarded is removed. The records sent."""
+        sent = 0
+        for number, own in sorted(self._files.items()):
+            sent += own.segment.forward(self._runs, holes=False)
+            if own.segment.offset >= SLOTS:
+                with self._lock:
+                    del self._files[number]
+                    del self._maps[number]
+                own.remove()
+        return sent
+
     def _relay(self) -> None:
-        spool = self._file
         delay = 0.05
         while True:
             self._wake.wait()
-            if not self._stopping:
-                time.sleep(HOLD)
-            # cleared before the flag: a record written after the flag went down wakes the next round
-            self._wake.clear()
-            self._pending = False
-            try:
-                spool.forward_all(self._runs)
-                delay = 0.05
-            except Exception as exc:  # the lines stay in the file: sent again once Redis answers
-                log.error("ledger spool %s: forwarding to the ledger's Redis at %s failed (%r); trying again",
-                          self.path.name, where(address_of(spool.target.redis_url) or {}), exc)
+            while True:  # every HOLD s while records come; back to the wait once a round finds none
+                if not self._stopping:
+                    time.sleep(HOLD)
+                try:
+                    sent = self._forward()
+                    if not sent and not self._stopping:
+                        # cleared before the flag: a record stored after the flag went down wakes the next round
+                        self._wake.clear()
+                        self._pending = False
+                        sent = self._forward()  # what came between the round and the flag
+                    delay = 0.05
+                except Exception as exc:  # the records stay in the file: sent again once Redis answers
+                    log.error("ledger spool %s: forwarding to the ledger's Redis at %s failed (%r); trying again",
+                              self._stem, where(address_of(self._target.redis_url) or {}), exc)
+                    if self._stopping:
+                        return
+                    time.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+                    continue
                 if self._stopping:
                     return
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                self._wake.set()
-                continue
-            if self._stopping:
-                return
+                if not sent:
+                    break
 
     def _runs(self, runs: list[tuple[int, bytes]]) -> None:
         for count, mark in runs:
@@ -361,12 +422,13 @@ class SpoolRecords:
 
 
 class SpoolKeeper:
-    """The harness's side: a folder for its workers' spool files (:func:`spool_env` names it to them), and a
-    thread that forwards what the file of a worker gone (its lock free) still holds. :meth:`close` (once the
-    workers are stopped) forwards the rest and removes the folder."""
+    """The harness's side: a folder for its workers' spool files (:meth:`env` names it to them), and a thread
+    that forwards what the file of a worker gone (its lock free) still holds. :meth:`close` (once the workers
+    are stopped) forwards the rest and removes the folder."""
 
     def __init__(self, parent: str | None = None) -> None:
-        # a private folder (0700) under the temporary one (TMPDIR): a line is a page-cache write, never synced
+        if parent is None and os.access("/dev/shm", os.W_OK):  # noqa: S108 -- a private folder (mkdtemp: 0700)
+            parent = "/dev/shm"  # noqa: S108 -- memory the kernel never writes back to a disk
         self.folder = Path(tempfile.mkdtemp(prefix="taskbench-spool-", dir=parent))
         self.forwarded = 0
         self._stop = threading.Event()
@@ -377,13 +439,14 @@ class SpoolKeeper:
     def env(self) -> dict[str, str]:
         return {SPOOL_ENV: str(self.folder)}
 
-    def sweep(self, *, final: bool = False) -> int:
-        """Forward the whole lines of every file whose worker is gone; the records forwarded."""
+    def sweep(self) -> int:
+        """Forward the ready slots of every file whose worker is gone, and remove those files; the records
+        forwarded."""
         sent = 0
         with self._lock:
             for path in sorted(self.folder.glob(f"*{_SUFFIX}")):
                 try:
-                    sent += self._recover(path, final=final)
+                    sent += self._recover(path)
                 except FileNotFoundError:  # its worker removed it, done
                     continue
                 except Exception as exc:  # kept for the next sweep; the audit then counts its tasks lost
@@ -391,32 +454,25 @@ class SpoolKeeper:
             self.forwarded += sent
         return sent
 
-    def _recover(self, path: Path, *, final: bool) -> int:
-        lock = os.open(path, os.O_RDONLY)
+    def _recover(self, path: Path) -> int:
+        fd = os.open(path, os.O_RDONLY)
         try:
             try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return 0  # its worker lives and forwards it
+            link = _Link(_Target.parse(os.pread(fd, HEADER, 0)))
             try:
-                spool = _open(path)
-            except SpoolError:  # killed before its header was whole: it holds no record
-                path.unlink(missing_ok=True)
-                return 0
-            try:
-                sent = spool.forward_all()
-                if spool.pending() and final:
-                    log.warning("ledger spool %s: %d bytes of a line cut by the worker's end (no record: its task "
-                                "had not returned)", path.name, spool.pending())
-                if not spool.pending() or final:
-                    path.unlink(missing_ok=True)
-                if sent:
-                    log.info("ledger spool %s: %d records of a stopped worker forwarded", path.name, sent)
-                return sent
+                segment = _Segment(path, lambda first, count: os.pread(fd, count * SLOT, HEADER + first * SLOT), link)
+                sent = segment.forward(None, holes=True)
             finally:
-                spool.close()
+                link.close()
+            path.unlink(missing_ok=True)
+            if sent:
+                log.info("ledger spool %s: %d records of a stopped worker forwarded", path.name, sent)
+            return sent
         finally:
-            os.close(lock)
+            os.close(fd)
 
     def _keep(self) -> None:
         while not self._stop.wait(KEEP_INTERVAL):
@@ -426,36 +482,16 @@ class SpoolKeeper:
         self._stop.set()
         self._thread.join(timeout=2 * CONNECT_TIMEOUT + 5)
         try:
-            self.sweep(final=True)
+            self.sweep()
         finally:
             left = list(self.folder.glob(f"*{_SUFFIX}"))
             if left:
                 log.error("ledger spool: %s not forwarded, kept in %s", ", ".join(p.name for p in left), self.folder)
             else:
                 with contextlib.suppress(OSError):
+                    for fresh in self.folder.glob(".*.new"):  # a worker killed while making a file: no record
+                        fresh.unlink()
                     self.folder.rmdir()
-
-
-_libc: Any = None
-
-
-def _punch(fd: int, start: int, end: int) -> int:
-    """Give the bytes ``start`` to ``end`` of the file open for writing as ``fd`` back to the memory (their
-    offsets stay); where the next punch starts."""
-    global _libc
-    if end <= start:
-        return start
-    try:
-        if _libc is None:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-        if _libc.fallocate(fd, 0x02 | 0x01, ctypes.c_long(start), ctypes.c_long(end - start)) != 0:
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-    except OSError as exc:
-        if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):
-            log.warning("ledger spool: could not give forwarded bytes back (%r)", exc)
-        return end  # not again for the next PUNCH bytes
-    return end
 
 
 def spool_records(ledger: Ledger, redis_url: str, counter_key: str, folder: str, *, fallback: ThreadRecords,
