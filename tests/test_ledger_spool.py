@@ -220,3 +220,33 @@ def test_the_stack_names_a_folder_and_forwards_a_killed_process_s_file(
     assert not folder.exists()
     with Stack({**os.environ, SPOOL_ENV: ""}, name=run_id) as stack:  # the caller's choice: none
         assert stack.spool is None and stack.procs.env[SPOOL_ENV] == ""
+
+
+def test_a_file_names_its_redis_without_the_password_and_a_flushed_script_is_loaded_again(tmp_path: Path) -> None:
+    """The embedded ledger has a password: a spool file's header shows it masked, the keeper forwards a killed
+    worker's file with the URL the harness gave, and a SCRIPT FLUSH meanwhile (NOSCRIPT: the batch did not run)
+    loads the script again, each record once."""
+    from taskbench.harness.brokers.redis import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path / "redis.log", name="redis-ledger-spool")
+    server.start(dict(os.environ))
+    sync = redis.Redis.from_url(server.url)
+    ledger = Ledger("taskbench:spool-password:")
+    keeper = SpoolKeeper(str(tmp_path))
+    keeper.know(server.url)
+    try:
+        password = redis.connection.parse_url(server.url).get("password")  # type: ignore[no-untyped-call]
+        assert password
+        done = subprocess.run([sys.executable, "-c", _KILLED.replace("time.sleep(0.05)", "time.sleep(0.3)"),
+                               server.url, ledger.prefix, str(keeper.folder), "10"], timeout=60, check=False)
+        assert done.returncode == -signal.SIGKILL
+        files = list(keeper.folder.glob("*.spool"))
+        assert len(files) == 1 and password.encode() not in files[0].read_bytes()[:4096]
+        assert ledger.read(sync)[0] == {f"k{i}": 1 for i in range(6)}  # the worker forwarded the first six
+        sync.script_flush()
+        assert keeper.sweep() == 4
+        assert ledger.read(sync)[0] == {f"k{i}": 1 for i in range(10)}
+    finally:
+        keeper.close()
+        sync.close()
+        server.stop()

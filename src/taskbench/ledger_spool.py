@@ -62,6 +62,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from taskbench.ledger_thread import BlockingConnection, ThreadRecords
 from taskbench.ledger_writer import CONNECT_TIMEOUT
+from taskbench.redaction import redact
 from taskbench.redis_pipe import address_of, pack, where
 
 if TYPE_CHECKING:
@@ -121,7 +122,8 @@ class _Target:
         self.prefix = prefix
 
     def header(self) -> bytes:
-        line = json.dumps({"spool": 1, "redis_url": self.redis_url, "prefix": self.prefix,
+        """The file's first line: the URL without its secrets (the harness knows the URLs it gave)."""
+        line = json.dumps({"spool": 1, "redis_url": redact(self.redis_url), "prefix": self.prefix,
                            "count": self.count_key, "times": self.times_key,
                            "counter": self.counter_key}).encode() + b"\n"
         if len(line) > HEADER:
@@ -431,6 +433,7 @@ class SpoolKeeper:
             parent = "/dev/shm"  # noqa: S108 -- memory the kernel never writes back to a disk
         self.folder = Path(tempfile.mkdtemp(prefix="taskbench-spool-", dir=parent))
         self.forwarded = 0
+        self._urls: dict[str, str] = {}  # the ledger URLs the harness gave, by their form without secrets
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._keep, name="ledger-spool-keeper", daemon=True)
@@ -438,6 +441,11 @@ class SpoolKeeper:
 
     def env(self) -> dict[str, str]:
         return {SPOOL_ENV: str(self.folder)}
+
+    def know(self, redis_url: str | None) -> None:
+        """A ledger URL given to a process: a file's header names it without its password."""
+        if redis_url:
+            self._urls[redact(redis_url)] = redis_url
 
     def sweep(self) -> int:
         """Forward the ready slots of every file whose worker is gone, and remove those files; the records
@@ -461,7 +469,9 @@ class SpoolKeeper:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return 0  # its worker lives and forwards it
-            link = _Link(_Target.parse(os.pread(fd, HEADER, 0)))
+            target = _Target.parse(os.pread(fd, HEADER, 0))
+            target.redis_url = self._urls.get(target.redis_url, target.redis_url)
+            link = _Link(target)
             try:
                 segment = _Segment(path, lambda first, count: os.pread(fd, count * SLOT, HEADER + first * SLOT), link)
                 sent = segment.forward(None, holes=True)

@@ -79,6 +79,7 @@ class Stack:
         self.spool = None if SPOOL_ENV in env else SpoolKeeper()
         if self.spool is not None:
             env = {**env, **self.spool.env()}
+            self.spool.know(env.get("TASKBENCH_REDIS_URL"))
         self.procs = ProcessSet(env, stop_timeout=stop_timeout + STOP_MARGIN)
         if self.spool is not None:
             self.procs.after_stop = self.spool.sweep
@@ -93,6 +94,8 @@ class Stack:
         """Start one process; ``role`` names the limit that applies to it (``api``, ``workers``, ...)."""
         if role is not None:
             self.roles[name] = role
+        if self.spool is not None and env:
+            self.spool.know(env.get("TASKBENCH_REDIS_URL"))
         return self.procs.start(name, argv, log, cpus=cpus, env=env)
 
     def adopt(self, proc: Managed) -> None:
