@@ -95,10 +95,15 @@ HEADER: Final = 4096
 SLOTS: Final = 65536
 #: the mark a slot's writer stores last
 READY: Final = 0x52
-#: seconds between two batches of a worker while records come (one wake-up of Redis for all of them)
-HOLD: Final = 0.005
+#: seconds between two batches of a worker while records come: each round costs the worker a wake-up of its
+#: thread, the interpreter's lock taken from the library's threads and given back, and a round trip (at
+#: 5 ms, 7 % of a no-op Huey worker's samples; at 50 ms, 3.7 %: docs/benchmarks.md). A record still reaches
+#: Redis within about this long of its task's end; its times are the task's own.
+HOLD: Final = 0.05
 #: most records in one script
 MOST: Final = 2000
+#: slots a reader reads first (twice as many each time all were ready)
+FIRST_READ: Final = 32
 #: seconds between two looks of the harness at the folder for files whose worker is gone
 KEEP_INTERVAL: Final = 0.2
 _SUFFIX: Final = ".spool"
@@ -240,7 +245,7 @@ class _Segment:
         """Forward the ready slots past the offset (see :func:`_ready`): the records sent."""
         sent = 0
         while self.offset < SLOTS:
-            lines, span = _ready(self.read(self.offset, min(MOST, SLOTS - self.offset)), holes=holes)
+            lines, span = self._collect(holes)
             if not lines:
                 break
             try:
@@ -256,6 +261,28 @@ class _Segment:
             if on_runs is not None:
                 on_runs(runs)
         return sent
+
+    def _collect(self, holes: bool) -> tuple[list[bytes], int]:
+        """Up to :data:`MOST` ready records past the offset and the slots they span, read :data:`FIRST_READ`
+        slots first and twice as many each time all were ready (a worker's reader reads a few pages a round,
+        not a whole batch's worth of slots not yet written); ``holes``: to the first stretch with none."""
+        lines: list[bytes] = []
+        span = read = 0  # slots spanned by the records, slots read (from the offset)
+        chunk = FIRST_READ
+        while len(lines) < MOST:
+            first = self.offset + read
+            count = min(chunk, SLOTS - first, MOST - len(lines))
+            if count <= 0:
+                break
+            got, used = _ready(self.read(first, count), holes=holes)
+            if got:
+                lines += got
+                span = read + used
+            if (holes and not got) or (not holes and used < count):
+                break
+            read += count
+            chunk = min(2 * chunk, MOST)
+        return lines, span
 
 
 class _Own:
