@@ -62,6 +62,8 @@ def blocking_execute(ctx: WorkerContext, *, acknowledges: bool = True) -> Callab
     library acknowledges nothing once a task returns (``acknowledges=False``: Huey), or the ledger's Redis
     is not the library's broker (:func:`ledger_apart`). Else (a Redis that is both) each reply is waited for
     before the task returns, so that the library's acknowledgement cannot reach that Redis before the record.
+    Confirmed later, in a worker the harness started, the record is a slot of a memory-mapped file instead
+    (:mod:`taskbench.ledger_spool`), forwarded in batches by this worker and, if it is killed, by the harness.
     """
     loop = asyncio.get_running_loop()
     execute = ctx.execute

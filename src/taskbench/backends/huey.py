@@ -128,7 +128,8 @@ class HueyBackend:
             huey.on_startup()(die_with_parent)  # in each forked worker, before its first task
         else:
             # a Huey worker thread runs the task (a body that needs the loop: on this loop); Huey took it off
-            # Redis before it ran and acknowledges nothing after: a record's reply is read at the next one
+            # Redis before it ran and acknowledges nothing after: a record's reply is read later, or the record
+            # spooled (taskbench.ledger_spool) in a worker the harness started
             run = blocking_execute(ctx, acknowledges=False)
 
         def execute(payload: dict[str, Any]) -> None:  # registered as <this module>.FUNCTION, as the API's
