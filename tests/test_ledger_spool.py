@@ -17,8 +17,9 @@ import pytest
 import redis
 
 from taskbench import ledger_spool
+from taskbench.harness.processes.spool_keeper import SpoolKeeper
 from taskbench.ledger import Ledger
-from taskbench.ledger_spool import HEADER, SLOT, SPOOL_ENV, SpoolKeeper, SpoolRecords, _Link, _Segment
+from taskbench.ledger_spool import HEADER, SLOT, SPOOL_ENV, Link, Segment, SpoolRecords
 from taskbench.ledger_thread import thread_records_for
 from taskbench.messages import NOOP, TaskMessage
 from taskbench.settings import Settings
@@ -157,9 +158,9 @@ def test_a_slot_without_its_mark_is_no_record_and_a_stretch_sent_twice_runs_once
     records.record("r4", 1.0, 2.0, 3.0)
     own = records._files[0]
     path = own.segment.path
-    link = _Link(own.segment.link.target)
+    link = Link(own.segment.link.target)
     try:
-        first, second = _Segment(path, own._read, link), _Segment(path, own._read, link)
+        first, second = Segment(path, own._read, link), Segment(path, own._read, link)
         assert first.forward(None, holes=False) == 3
         assert second.forward(None, holes=False) == 0 and second.offset == first.offset == 3
     finally:

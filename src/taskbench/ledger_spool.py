@@ -17,10 +17,10 @@ twice:
 * **A worker killed at any moment.** The slot is in the kernel's page cache once stored, before the task
   returns and so before the library acknowledges it; a SIGKILL does not take it back. The worker holds an
   exclusive ``flock`` on each of its files while it lives; the kernel drops it with the process, and the
-  harness (:class:`SpoolKeeper`, in the process that started the worker) forwards the ready slots of a file
-  whose lock is free, at once when it stops or kills a process, every :data:`KEEP_INTERVAL` s, and once more
-  when the stack stops. A slot without its mark (a kill between the line and the mark) was never a record:
-  its task had not returned.
+  harness (:class:`taskbench.harness.processes.spool_keeper.SpoolKeeper`, in the process that started the
+  worker) forwards the ready slots of a file whose lock is free, at once when it stops or kills a process,
+  every 0.2 s, and once more when the stack stops. A slot without its mark (a kill between the line and the
+  mark) was never a record: its task had not returned.
 * **Each record once.** :data:`BATCH` runs every record of a batch and moves the file's offset
   (``P ledger:spool``, by file name) in one script, so Redis holds both or neither; it runs only if the offset
   in Redis is the one the batch starts from (else it answers ``SPOOLAT <offset>`` and the sender goes on from
@@ -50,7 +50,6 @@ import json
 import logging
 import mmap
 import os
-import tempfile
 import threading
 import time
 import uuid
@@ -70,7 +69,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("taskbench.ledger")
 
-#: the variable that names the spool folder (set by the harness: :class:`SpoolKeeper`)
+#: the variable that names the spool folder (set by the harness: ``harness.processes.spool_keeper``)
 SPOOL_ENV: Final = "TASKBENCH_LEDGER_SPOOL"
 #: KEYS: count hash, times hash, offsets hash, the tasks' counter; ARGV: the file's name, the slot the batch
 #: starts at, the slot after it, then per record its task id, times, and increment ('' for none)
@@ -104,9 +103,7 @@ HOLD: Final = 0.05
 MOST: Final = 2000
 #: slots a reader reads first (twice as many each time all were ready)
 FIRST_READ: Final = 32
-#: seconds between two looks of the harness at the folder for files whose worker is gone
-KEEP_INTERVAL: Final = 0.2
-_SUFFIX: Final = ".spool"
+SUFFIX: Final = ".spool"
 #: characters a task id may not hold to be spooled (the line's separators)
 _SEPARATORS: Final = frozenset("\t\n\r")
 
@@ -115,7 +112,7 @@ class SpoolError(RuntimeError):
     """A spool file that cannot be read or forwarded."""
 
 
-class _Target:
+class Target:
     """Where a spool file's records go: the ledger's Redis and keys (the file's first line)."""
 
     def __init__(self, redis_url: str, count_key: str, times_key: str, counter_key: str, prefix: str) -> None:
@@ -136,7 +133,7 @@ class _Target:
         return line
 
     @classmethod
-    def parse(cls, data: bytes) -> _Target:
+    def parse(cls, data: bytes) -> Target:
         try:
             found = json.loads(data[:data.index(b"\n")])
             return cls(str(found["redis_url"]), str(found["count"]), str(found["times"]), str(found["counter"]),
@@ -153,10 +150,10 @@ class _MovedError(Exception):
         self.offset = offset
 
 
-class _Link:
+class Link:
     """A blocking connection to the ledger's Redis with :data:`BATCH` loaded, made when first needed."""
 
-    def __init__(self, target: _Target) -> None:
+    def __init__(self, target: Target) -> None:
         self.target = target
         self._connection: BlockingConnection | None = None
         # the arguments that are the same for every batch, but the file's name (the count is the batch's)
@@ -177,16 +174,23 @@ class _Link:
         command = b"".join((b"*%d\r\n$7\r\nEVALSHA\r\n" % (7 + len(tail)), self._keys,
                             *(b"$%d\r\n%s\r\n" % (len(item), item) for item in tail)))
         try:
-            reply = self._call(command)
+            reply = self._run(command)
         except NoScriptError:  # flushed, or a Redis restarted empty: it did not run
             self._call(pack("SCRIPT", "LOAD", BATCH))
-            reply = self._call(command)
+            reply = self._run(command)
+        return list(zip((int(count) for count in reply), marks, strict=True))
+
+    def _run(self, command: bytes) -> Any:
+        """The batch's reply; ``SPOOLAT`` raised as :class:`_MovedError`."""
+        try:
+            return self._call(command)
+        except NoScriptError:
+            raise
         except ResponseError as exc:
             text = str(exc)
             if text.startswith("SPOOLAT "):
                 raise _MovedError(int(text.split()[1])) from None
             raise
-        return list(zip((int(count) for count in reply), marks, strict=True))
 
     def _call(self, command: bytes) -> Any:
         connection = self._connection
@@ -230,11 +234,11 @@ def _ready(data: bytes, *, holes: bool) -> tuple[list[bytes], int]:
     return lines, span
 
 
-class _Segment:
+class Segment:
     """One spool file as its reader sees it: the slots forwarded so far (Redis's offset corrects a reader that
     starts at 0) and the slots' bytes."""
 
-    def __init__(self, path: Path, read: Callable[[int, int], bytes], link: _Link) -> None:
+    def __init__(self, path: Path, read: Callable[[int, int], bytes], link: Link) -> None:
         self.path = path
         self.name = path.name
         self.read = read  # (first slot, slots) -> their bytes
@@ -288,10 +292,10 @@ class _Segment:
 class _Own:
     """One of a worker's spool files: its descriptor (holding the lock), its map, its reader's state."""
 
-    def __init__(self, path: Path, fd: int, mapped: mmap.mmap, link: _Link) -> None:
+    def __init__(self, path: Path, fd: int, mapped: mmap.mmap, link: Link) -> None:
         self.fd = fd
         self.map = mapped
-        self.segment = _Segment(path, self._read, link)
+        self.segment = Segment(path, self._read, link)
 
     def _read(self, first: int, count: int) -> bytes:
         at = HEADER + first * SLOT
@@ -320,9 +324,9 @@ class SpoolRecords:
         self._repeated = repeated
         self._folder = folder
         self._stem = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._target = _Target(redis_url, ledger.count_key, ledger.times_key, counter_key, ledger.prefix)
+        self._target = Target(redis_url, ledger.count_key, ledger.times_key, counter_key, ledger.prefix)
         self._header = self._target.header()
-        self._link = _Link(self._target)
+        self._link = Link(self._target)
         self._slots = itertools.count()  # next() is one step of the interpreter: no two threads get one slot
         self._maps: dict[int, mmap.mmap] = {}
         self._files: dict[int, _Own] = {}
@@ -366,10 +370,12 @@ class SpoolRecords:
         self._stopping = True
         self._wake.set()
         self._thread.join(timeout=2 * CONNECT_TIMEOUT + 5)
-        with contextlib.suppress(Exception):
-            self._forward()
+        stuck = self._thread.is_alive()  # on a Redis that does not answer: its connection is not ours to use
+        if not stuck:
+            with contextlib.suppress(Exception):
+                self._forward()
         for number, own in sorted(self._files.items()):
-            if own.idle():
+            if not stuck and own.idle():
                 own.remove()
             else:
                 log.error("ledger spool %s: records not forwarded at exit; the harness forwards them",
@@ -386,7 +392,7 @@ class SpoolRecords:
             mapped = self._maps.get(number)
             if mapped is not None:
                 return mapped
-            name = f"{self._stem}-{number:06d}{_SUFFIX}"
+            name = f"{self._stem}-{number:06d}{SUFFIX}"
             path = self._folder / name
             fresh = self._folder / f".{name}.new"  # out of the harness's sight until its header is in, and locked
             fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -450,87 +456,6 @@ class SpoolRecords:
                 self._repeated(mark.decode())
 
 
-class SpoolKeeper:
-    """The harness's side: a folder for its workers' spool files (:meth:`env` names it to them), and a thread
-    that forwards what the file of a worker gone (its lock free) still holds. :meth:`close` (once the workers
-    are stopped) forwards the rest and removes the folder."""
-
-    def __init__(self, parent: str | None = None) -> None:
-        if parent is None and os.access("/dev/shm", os.W_OK):  # noqa: S108 -- a private folder (mkdtemp: 0700)
-            parent = "/dev/shm"  # noqa: S108 -- memory the kernel never writes back to a disk
-        self.folder = Path(tempfile.mkdtemp(prefix="taskbench-spool-", dir=parent))
-        self.forwarded = 0
-        self._urls: dict[str, str] = {}  # the ledger URLs the harness gave, by their form without secrets
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._keep, name="ledger-spool-keeper", daemon=True)
-        self._thread.start()
-
-    def env(self) -> dict[str, str]:
-        return {SPOOL_ENV: str(self.folder)}
-
-    def know(self, redis_url: str | None) -> None:
-        """A ledger URL given to a process: a file's header names it without its password."""
-        if redis_url:
-            self._urls[redact(redis_url)] = redis_url
-
-    def sweep(self) -> int:
-        """Forward the ready slots of every file whose worker is gone, and remove those files; the records
-        forwarded."""
-        sent = 0
-        with self._lock:
-            for path in sorted(self.folder.glob(f"*{_SUFFIX}")):
-                try:
-                    sent += self._recover(path)
-                except FileNotFoundError:  # its worker removed it, done
-                    continue
-                except Exception as exc:  # kept for the next sweep; the audit then counts its tasks lost
-                    log.error("ledger spool %s: cannot forward (%r)", path.name, exc)
-            self.forwarded += sent
-        return sent
-
-    def _recover(self, path: Path) -> int:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return 0  # its worker lives and forwards it
-            target = _Target.parse(os.pread(fd, HEADER, 0))
-            target.redis_url = self._urls.get(target.redis_url, target.redis_url)
-            link = _Link(target)
-            try:
-                segment = _Segment(path, lambda first, count: os.pread(fd, count * SLOT, HEADER + first * SLOT), link)
-                sent = segment.forward(None, holes=True)
-            finally:
-                link.close()
-            path.unlink(missing_ok=True)
-            if sent:
-                log.info("ledger spool %s: %d records of a stopped worker forwarded", path.name, sent)
-            return sent
-        finally:
-            os.close(fd)
-
-    def _keep(self) -> None:
-        while not self._stop.wait(KEEP_INTERVAL):
-            self.sweep()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2 * CONNECT_TIMEOUT + 5)
-        try:
-            self.sweep()
-        finally:
-            left = list(self.folder.glob(f"*{_SUFFIX}"))
-            if left:
-                log.error("ledger spool: %s not forwarded, kept in %s", ", ".join(p.name for p in left), self.folder)
-            else:
-                with contextlib.suppress(OSError):
-                    for fresh in self.folder.glob(".*.new"):  # a worker killed while making a file: no record
-                        fresh.unlink()
-                    self.folder.rmdir()
-
-
 def spool_records(ledger: Ledger, redis_url: str, counter_key: str, folder: str, *, fallback: ThreadRecords,
                   repeated: Callable[[str], None]) -> SpoolRecords | ThreadRecords:
     """Spooled records in ``folder`` (the harness's, from ``TASKBENCH_LEDGER_SPOOL``), or ``fallback`` when the
@@ -542,4 +467,5 @@ def spool_records(ledger: Ledger, redis_url: str, counter_key: str, folder: str,
         return fallback
 
 
-__all__ = ["BATCH", "BATCH_SHA", "SPOOL_ENV", "SpoolError", "SpoolKeeper", "SpoolRecords", "spool_records"]
+__all__ = ["BATCH", "BATCH_SHA", "HEADER", "SLOT", "SLOTS", "SPOOL_ENV", "SUFFIX", "Link", "Segment", "SpoolError",
+           "SpoolRecords", "Target", "spool_records"]

@@ -33,7 +33,8 @@ from taskbench.harness.processes.cgroups import Cgroups, Limit, tree_cpu
 from taskbench.harness.processes.peaks import Peaks
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.processes.rss import tree_sizes
-from taskbench.ledger_spool import SPOOL_ENV, SpoolKeeper
+from taskbench.harness.processes.spool_keeper import SpoolKeeper
+from taskbench.ledger_spool import SPOOL_ENV
 from taskbench.procgroup import Managed
 from taskbench.results import LimitRecord, LimitStats
 from taskbench.wait import WaitTimeoutError, wait_until
