@@ -78,7 +78,9 @@ def test_a_full_file_is_forwarded_removed_and_followed_by_the_next(
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(work, range(4)))
     records.close()
-    assert len(seen) == 12 and list(tmp_path.iterdir()) == []
+    # seen as they came (a file made and forwarded between two looks may be missed): numbered 0 to 11
+    assert len(seen) >= 2 and {int(name.split("-")[-1].split(".")[0]) for name in seen} <= set(range(12))
+    assert list(tmp_path.iterdir()) == []
     counts, _ = ledger.read(client)
     assert len(counts) == 1200 and set(counts.values()) == {1}
 
@@ -207,15 +209,14 @@ def test_the_stack_names_a_folder_and_forwards_a_killed_process_s_file(
     with Stack(dict(os.environ), name=run_id) as stack:
         folder = stack.spool.folder if stack.spool is not None else None
         assert folder is not None and stack.procs.env[SPOOL_ENV] == str(folder)
-        script = _KILLED.replace("os.kill(os.getpid(), signal.SIGKILL)", "time.sleep(600)").replace(
-            "Path(sys.argv[3])", f"Path(os.environ[{SPOOL_ENV!r}])")
+        script = _KILLED.replace("os.kill(os.getpid(), signal.SIGKILL)", "print('written', flush=True); time.sleep(600)"
+                                 ).replace("Path(sys.argv[3])", f"Path(os.environ[{SPOOL_ENV!r}])")
         proc = stack.start("worker-1", [sys.executable, "-c", script, redis_url, ledger.prefix, "-", "200"],
                            tmp_path / "worker.log")
-        deadline = time.monotonic() + 30
-        while not list(folder.glob("*.spool")) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while "written" not in proc.tail() and time.monotonic() < deadline:  # its 200 records stored (it then sleeps)
             time.sleep(0.05)
-        time.sleep(0.5)  # its 200 lines written (it then sleeps)
-        assert proc.alive()
+        assert proc.alive() and list(folder.glob("*.spool"))
         stack.procs.kill("worker-1")
         assert ledger.read(client)[0] == {f"k{i}": 1 for i in range(200)}
     assert not folder.exists()
@@ -243,9 +244,10 @@ def test_a_file_names_its_redis_without_the_password_and_a_flushed_script_is_loa
         assert done.returncode == -signal.SIGKILL
         files = list(keeper.folder.glob("*.spool"))
         assert len(files) == 1 and password.encode() not in files[0].read_bytes()[:4096]
-        assert ledger.read(sync)[0] == {f"k{i}": 1 for i in range(6)}  # the worker forwarded the first six
+        forwarded = ledger.read(sync)[0]  # the worker's own batches (the first six, unless it was slow)
+        assert forwarded == {f"k{i}": 1 for i in range(len(forwarded))}
         sync.script_flush()
-        assert keeper.sweep() == 4
+        assert keeper.sweep() == 10 - len(forwarded)
         assert ledger.read(sync)[0] == {f"k{i}": 1 for i in range(10)}
     finally:
         keeper.close()
