@@ -169,7 +169,8 @@ def test_a_slot_without_its_mark_is_no_record_and_a_stretch_sent_twice_runs_once
         link.close()
     own.map.close()
     os.close(own.fd)  # the worker is gone: its lock with it
-    records._fallback.close()
+    if records._fallback is not None:
+        records._fallback.close()
     assert keeper.sweep() == 1
     assert not path.exists()
     keeper.close()
@@ -253,3 +254,28 @@ def test_a_file_names_its_redis_without_the_password_and_a_flushed_script_is_loa
         keeper.close()
         sync.close()
         server.stop()
+
+
+@pytest.mark.parametrize("apart", [True, False])
+def test_a_worker_s_loop_spools_its_records_where_the_ledger_is_not_the_broker(
+        apart: bool, redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path) -> None:
+    """The records of the loop's bodies (no-op, io/simple with its INCRBY, cpu/simple) are stored in a spool file
+    when the ledger's Redis is not the broker, and are in Redis once the Workloads close, each once; a ledger
+    that is the broker too awaits each record as before (nothing spooled)."""
+    broker = "redis://127.0.0.1:1/0" if apart else redis_url
+    settings = Settings(redis_url=redis_url, broker_url=broker, run_id=run_id, ledger_spool=str(tmp_path),
+                        cpu_iterations=10)
+
+    async def go() -> list[str]:
+        async with Workloads(settings) as workloads:
+            workloads.spool_loop_records()
+            for i, workload in enumerate((NOOP, "io/simple", "cpu/simple") * 5):
+                await workloads.run(TaskMessage(task_id=f"t{i}", workload=workload, value=2, enqueued_at=1.0))
+            return [p.name for p in tmp_path.iterdir()]
+
+    files = asyncio.run(go())
+    assert len(files) == (1 if apart else 0)
+    assert list(tmp_path.iterdir()) == []
+    counts, times = Ledger(settings.prefix).read(client)
+    assert counts == {f"t{i}": 1 for i in range(15)} and times["t0"][0] == 1.0
+    assert int(client.get(f"{settings.prefix}counter") or 0) == 20

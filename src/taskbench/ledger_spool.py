@@ -53,6 +53,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -318,9 +319,11 @@ class SpoolRecords:
     :class:`taskbench.ledger_thread.ThreadRecords`, whose ``fallback`` takes what is not spooled (the ledger
     off's INCRBY, a task id holding a separator or too long for a slot)."""
 
-    def __init__(self, ledger: Ledger, redis_url: str, counter_key: str, folder: Path, *, fallback: ThreadRecords,
+    def __init__(self, ledger: Ledger, redis_url: str, counter_key: str, folder: Path, *,
+                 fallback: ThreadRecords | None = None,
                  repeated: Callable[[str], None] = lambda workload: None) -> None:
         self._fallback = fallback
+        self._forked = False
         self._repeated = repeated
         self._folder = folder
         self._stem = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -337,6 +340,8 @@ class SpoolRecords:
         self._map(0)  # a folder that cannot take a file fails here, not in a task
         self._thread = threading.Thread(target=self._relay, name="ledger-spool", daemon=True)
         self._thread.start()
+        me = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forked_child(me))
 
     @property
     def paths(self) -> list[Path]:
@@ -344,13 +349,26 @@ class SpoolRecords:
 
     def record(self, task_id: str, enqueued_at: float, started_at: float, finished_at: float, *,
                incr: tuple[str, int] | None = None, workload: str = "") -> int | None:
-        """Store the record in its slot; None (its count is read later: above one, ``repeated(workload)``)."""
+        """Store the record in its slot; None (its count is read later: above one, ``repeated(workload)``). One
+        that does not fit a slot goes to the ``fallback``."""
+        if self.store(task_id, enqueued_at, started_at, finished_at, incr=incr, workload=workload):
+            return None
+        if self._fallback is None:
+            raise SpoolError(f"the record of task {task_id!r} does not fit a spool slot")
+        result: int | None = self._fallback.record(task_id, enqueued_at, started_at, finished_at, incr=incr,
+                                                   workload=workload)
+        return result
+
+    def store(self, task_id: str, enqueued_at: float, started_at: float, finished_at: float, *,
+              incr: tuple[str, int] | None = None, workload: str = "") -> bool:
+        """Store the record in its slot; False, nothing stored, when it does not fit one (a task id holding a
+        separator or too long, an increment of another key than the spool's counter), or in a process forked
+        from the spool's (its thread and its files are the parent's)."""
         line = b"%s\t%.6f %.6f %.6f\t%s\t%s\n" % (task_id.encode(), enqueued_at, started_at, finished_at,
                                                  b"%d" % incr[1] if incr else b"", workload.encode())
-        if len(line) >= SLOT or not _SEPARATORS.isdisjoint(task_id) or not _SEPARATORS.isdisjoint(workload):
-            result: int | None = self._fallback.record(task_id, enqueued_at, started_at, finished_at, incr=incr,
-                                                       workload=workload)
-            return result
+        if (len(line) >= SLOT or not _SEPARATORS.isdisjoint(task_id) or not _SEPARATORS.isdisjoint(workload)
+                or (incr is not None and incr[0] != self._target.counter_key) or self._forked):
+            return False
         number, slot = divmod(next(self._slots), SLOTS)
         mapped = self._maps.get(number) or self._map(number)
         at = HEADER + slot * SLOT
@@ -359,9 +377,11 @@ class SpoolRecords:
         if not self._pending:
             self._pending = True
             self._wake.set()
-        return None
+        return True
 
     def incrby(self, key: str, amount: int) -> None:
+        if self._fallback is None:
+            raise SpoolError("the spool has no connection for a task's INCRBY")
         self._fallback.incrby(key, amount)
 
     def close(self) -> None:
@@ -384,7 +404,8 @@ class SpoolRecords:
                 os.close(own.fd)
             del self._files[number]
         self._link.close()
-        self._fallback.close()
+        if self._fallback is not None:
+            self._fallback.close()
 
     def _map(self, number: int) -> mmap.mmap:
         """The map of file ``number``, made by the first record that needs it."""
@@ -454,6 +475,13 @@ class SpoolRecords:
         for count, mark in runs:
             if count > 1:
                 self._repeated(mark.decode())
+
+
+def _forked_child(spool: weakref.ref[SpoolRecords]) -> None:
+    """In a process forked from a spool's: its records go elsewhere (the spool's thread did not fork)."""
+    found = spool()
+    if found is not None:
+        found._forked = True
 
 
 def spool_records(ledger: Ledger, redis_url: str, counter_key: str, folder: str, *, fallback: ThreadRecords,

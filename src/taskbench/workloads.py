@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import multiprocessing
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
@@ -18,7 +20,10 @@ from taskbench.ledger_thread import ThreadRecords, thread_records_for
 from taskbench.ledger_writer import writer_for
 from taskbench.messages import NOOP, USER_TASK, WORKLOADS, TaskMessage
 from taskbench.metrics import task_metrics
+from taskbench.redis_pipe import same_redis
 from taskbench.user_task import UserTask, payload_of
+
+log = logging.getLogger("taskbench.ledger")
 
 #: connections of the async pool kept out of the tasks' semaphore: /health's PING, the broker probe
 RESERVED = 4
@@ -70,6 +75,8 @@ class Workloads:
         )
         # the records of tasks run in a library's own threads (tasks_from_threads, run_here)
         self._here: ThreadRecords | SpoolRecords | None = None
+        # the loop's records, spooled (spool_loop_records)
+        self._loop_spool: SpoolRecords | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._processes: ProcessPoolExecutor | None = None
         # a user's own task (settings.task: module:callable), imported once; TaskSpecError at start
@@ -127,6 +134,8 @@ class Workloads:
             await self._writer.aclose()
         if self._here is not None:
             self._here.close()
+        if self._loop_spool is not None:
+            self._loop_spool.close()
         await self.redis.aclose(close_connection_pool=True)
         self.redis_sync.close()
         self.redis_sync.connection_pool.disconnect()
@@ -149,6 +158,27 @@ class Workloads:
                 here = spool_records(self.ledger, settings.redis_url, self.counter_key, settings.ledger_spool,
                                      fallback=here, repeated=self._redelivered)
             self._here = here
+
+    def spool_loop_records(self) -> None:
+        """In a worker the harness started (``TASKBENCH_LEDGER_SPOOL``) whose ledger Redis is not its broker, the
+        records made on the loop are stored in a spool file (:mod:`taskbench.ledger_spool`) instead of awaited:
+        the library acknowledges a task to its broker, another server, once the task returned, and the record
+        is in the page cache by then, where a killed worker cannot take it back and the harness forwards it.
+        A ledger Redis that is the broker too: each record is still awaited before the task returns."""
+        settings = self.settings
+        if self._loop_spool is not None or not settings.ledger or not settings.ledger_spool:
+            return
+        try:
+            if same_redis(settings.redis_url, settings.broker_address):
+                return
+        except ValueError:  # a broker without its URL: nothing to compare, nothing spooled
+            return
+        try:
+            self._loop_spool = SpoolRecords(self.ledger, settings.redis_url, self.counter_key,
+                                            Path(settings.ledger_spool), repeated=self._redelivered)
+        except OSError as exc:
+            log.warning("ledger spool: cannot write in %s (%r): the loop's records are awaited",
+                        settings.ledger_spool, exc)
 
     def _redelivered(self, workload: str) -> None:
         self.metrics.task(workload).redelivered.inc()
@@ -275,6 +305,10 @@ class Workloads:
             self._count_done()
             return
         effect = (self.counter_key, task.value) if incr else None
+        spool = self._loop_spool
+        if spool is not None and spool.store(task.task_id, task.enqueued_at, started, time.time(), incr=effect,
+                                             workload=task.workload):
+            return
         if self._writer is not None:
             runs = await self._writer.record(task.task_id, task.enqueued_at, started, time.time(), incr=effect)
         else:
