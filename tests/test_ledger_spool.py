@@ -43,6 +43,7 @@ def test_records_from_threads_land_once_and_a_second_run_is_counted(
     repeated: list[str] = []
     records = _records(ledger, redis_url, counter, tmp_path, repeated)
     assert [p.parent for p in records.paths] == [tmp_path] and records.paths[0].exists()
+    assert records._thread is None  # started by the first record
 
     def work(thread: int) -> None:
         for i in range(500):
@@ -129,9 +130,7 @@ def test_a_live_worker_s_file_is_left_to_it(redis_url: str, client: redis.Redis,
     keeper = SpoolKeeper(str(tmp_path))
     records = _records(ledger, redis_url, "unused", keeper.folder)
     try:
-        records._stopping = True  # its thread forwards nothing more but at close()
-        records._wake.set()
-        records._thread.join(5)
+        records._stopping = True  # no thread starts: nothing is forwarded but at close()
         records.record("mine", 1.0, 2.0, 3.0)
         assert keeper.sweep() == 0 and ledger.read(client)[0] == {}
     finally:
@@ -149,9 +148,7 @@ def test_a_slot_without_its_mark_is_no_record_and_a_stretch_sent_twice_runs_once
     ledger = Ledger(f"taskbench:{run_id}:")
     keeper = SpoolKeeper(str(tmp_path))
     records = _records(ledger, redis_url, "unused", keeper.folder)
-    records._stopping = True  # its thread forwards nothing more
-    records._wake.set()
-    records._thread.join(5)
+    records._stopping = True  # no thread starts: nothing is forwarded
     for i in range(3):
         records.record(f"r{i}", 1.0, 2.0, 3.0)
     hole = next(records._slots)  # reserved, its line stored, its mark not

@@ -338,8 +338,9 @@ class SpoolRecords:
         self._pending = False
         self._stopping = False
         self._map(0)  # a folder that cannot take a file fails here, not in a task
-        self._thread = threading.Thread(target=self._relay, name="ledger-spool", daemon=True)
-        self._thread.start()
+        # started by the first record: a process that forks and never records (RQ's, whose forked work horses
+        # record) runs no thread of ours
+        self._thread: threading.Thread | None = None
         me = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _forked_child(me))
 
@@ -376,8 +377,16 @@ class SpoolRecords:
         mapped[at] = READY  # last: a slot marked ready holds its whole line
         if not self._pending:
             self._pending = True
+            if self._thread is None:
+                self._start()
             self._wake.set()
         return True
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._stopping:
+                self._thread = threading.Thread(target=self._relay, name="ledger-spool", daemon=True)
+                self._thread.start()
 
     def incrby(self, key: str, amount: int) -> None:
         if self._fallback is None:
@@ -389,8 +398,11 @@ class SpoolRecords:
         not forwarded (Redis unreachable) is left for the harness, with a log line."""
         self._stopping = True
         self._wake.set()
-        self._thread.join(timeout=2 * CONNECT_TIMEOUT + 5)
-        stuck = self._thread.is_alive()  # on a Redis that does not answer: its connection is not ours to use
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=2 * CONNECT_TIMEOUT + 5)
+        stuck = thread is not None and thread.is_alive()  # on a Redis that does not answer: not our connection
         if not stuck:
             with contextlib.suppress(Exception):
                 self._forward()
