@@ -112,7 +112,7 @@ def test_a_killed_worker_s_records_are_forwarded_by_the_harness_each_once(
     prefix = f"taskbench:{run_id}:"
     for attempt in range(3):
         ledger = Ledger(f"{prefix}{attempt}:")
-        keeper = SpoolKeeper(str(tmp_path))
+        keeper = SpoolKeeper(str(tmp_path), interval=None)  # sweeps when the test says
         try:
             done = subprocess.run([sys.executable, "-c", _KILLED, redis_url, ledger.prefix, str(keeper.folder),
                                    str(count)], timeout=60, check=False)
@@ -127,7 +127,7 @@ def test_a_killed_worker_s_records_are_forwarded_by_the_harness_each_once(
 def test_a_live_worker_s_file_is_left_to_it(redis_url: str, client: redis.Redis, run_id: str,
                                             tmp_path: Path) -> None:
     ledger = Ledger(f"taskbench:{run_id}:")
-    keeper = SpoolKeeper(str(tmp_path))
+    keeper = SpoolKeeper(str(tmp_path), interval=None)  # sweeps when the test says
     records = _records(ledger, redis_url, "unused", keeper.folder)
     try:
         records._stopping = True  # no thread starts: nothing is forwarded but at close()
@@ -146,7 +146,7 @@ def test_a_slot_without_its_mark_is_no_record_and_a_stretch_sent_twice_runs_once
     past it. Two readers of the same file (a worker and the harness, a reply lost) run each slot once: the
     offset moves with the records, in one script."""
     ledger = Ledger(f"taskbench:{run_id}:")
-    keeper = SpoolKeeper(str(tmp_path))
+    keeper = SpoolKeeper(str(tmp_path), interval=None)  # sweeps when the test says
     records = _records(ledger, redis_url, "unused", keeper.folder)
     records._stopping = True  # no thread starts: nothing is forwarded
     for i in range(3):
@@ -232,7 +232,7 @@ def test_a_file_names_its_redis_without_the_password_and_a_flushed_script_is_loa
     server.start(dict(os.environ))
     sync = redis.Redis.from_url(server.url)
     ledger = Ledger("taskbench:spool-password:")
-    keeper = SpoolKeeper(str(tmp_path))
+    keeper = SpoolKeeper(str(tmp_path), interval=None)  # sweeps when the test says
     keeper.know(server.url)
     try:
         password = redis.connection.parse_url(server.url).get("password")  # type: ignore[no-untyped-call]

@@ -29,7 +29,9 @@ class SpoolKeeper:
     that forwards what the file of a worker gone (its lock free) still holds. :meth:`close` (once the workers
     are stopped) forwards the rest and removes the folder."""
 
-    def __init__(self, parent: str | None = None) -> None:
+    def __init__(self, parent: str | None = None, *, interval: float | None = KEEP_INTERVAL) -> None:
+        """``parent``: where the folder is made (``/dev/shm`` where there is one); ``interval``: seconds between two
+        sweeps of the keeper's thread (None: no thread, :meth:`sweep` when called)."""
         if parent is None and os.access("/dev/shm", os.W_OK):  # noqa: S108 -- a private folder (mkdtemp: 0700)
             parent = "/dev/shm"  # noqa: S108 -- memory the kernel never writes back to a disk
         self.folder = Path(tempfile.mkdtemp(prefix="taskbench-spool-", dir=parent))
@@ -37,8 +39,11 @@ class SpoolKeeper:
         self._urls: dict[str, str] = {}  # the ledger URLs the harness gave, by their form without secrets
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._keep, name="ledger-spool-keeper", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if interval is not None:
+            self._thread = threading.Thread(target=self._keep, args=(interval,), name="ledger-spool-keeper",
+                                            daemon=True)
+            self._thread.start()
 
     def env(self) -> dict[str, str]:
         return {SPOOL_ENV: str(self.folder)}
@@ -85,13 +90,14 @@ class SpoolKeeper:
         finally:
             os.close(fd)
 
-    def _keep(self) -> None:
-        while not self._stop.wait(KEEP_INTERVAL):
+    def _keep(self, interval: float) -> None:
+        while not self._stop.wait(interval):
             self.sweep()
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=2 * CONNECT_TIMEOUT + 5)
+        if self._thread is not None:
+            self._thread.join(timeout=2 * CONNECT_TIMEOUT + 5)
         try:
             self.sweep()
         finally:
