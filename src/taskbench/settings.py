@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     )
     ledger_spool: str = Field(
         default="", max_length=4096,
-        description="a folder the harness keeps for the records of a library's threads (taskbench.ledger_spool); "
+        description="a folder the harness keeps for the workers' spooled ledger records (taskbench.ledger_spool); "
                     "set by the harness for the workers it starts")
     # worker parameters
     concurrency: int = Field(default=10, ge=1, le=10_000, description="tasks at once per worker")

@@ -35,7 +35,6 @@ class SpoolKeeper:
         if parent is None and os.access("/dev/shm", os.W_OK):  # noqa: S108 -- a private folder (mkdtemp: 0700)
             parent = "/dev/shm"  # noqa: S108 -- memory the kernel never writes back to a disk
         self.folder = Path(tempfile.mkdtemp(prefix="taskbench-spool-", dir=parent))
-        self.forwarded = 0
         self._urls: dict[str, str] = {}  # the ledger URLs the harness gave, by their form without secrets
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -65,7 +64,6 @@ class SpoolKeeper:
                     continue
                 except Exception as exc:  # kept for the next sweep; the audit then counts its tasks lost
                     log.error("ledger spool %s: cannot forward (%r)", path.name, exc)
-            self.forwarded += sent
         return sent
 
     def _recover(self, path: Path) -> int:
