@@ -5,8 +5,10 @@ forwarded twice runs once."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +19,7 @@ import pytest
 import redis
 
 from taskbench import ledger_spool
-from taskbench.harness.processes.spool_keeper import SpoolKeeper
+from taskbench.harness.processes.spool_keeper import SpoolKeeper, reap
 from taskbench.ledger import Ledger
 from taskbench.ledger_spool import HEADER, SLOT, SPOOL_ENV, Link, Segment, SpoolRecords
 from taskbench.ledger_thread import thread_records_for
@@ -122,6 +124,53 @@ def test_a_killed_worker_s_records_are_forwarded_by_the_harness_each_once(
         finally:
             keeper.close()
         assert not keeper.folder.exists()
+
+
+def test_a_file_the_stack_cannot_forward_goes_with_it(run_id: str, tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """The ledger's Redis gone by the time the stack stops: nothing would ever forward the file, so the keeper
+    removes it and its folder (no spool left in /dev/shm), and says how many records it held."""
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ledger = Ledger(f"taskbench:{run_id}:")
+    keeper = SpoolKeeper(str(tmp_path), interval=None)
+    records = _records(ledger, f"redis://127.0.0.1:{port}/0", "unused", keeper.folder)
+    records._stopping = True  # no thread: the records stay in the file
+    for i in range(3):
+        records.record(f"gone-{i}", 1.0, 2.0, 3.0)
+    records.close()  # cannot forward: leaves the file to the harness
+    assert len(list(keeper.folder.glob("*.spool"))) == 1
+    keeper.close()
+    assert not keeper.folder.exists()
+    assert "3 records could not be forwarded" in caplog.text
+
+
+def test_a_killed_harness_s_folder_is_reaped_by_the_next_keeper(tmp_path: Path) -> None:
+    """A harness SIGKILLed leaves its folder; the next keeper made beside it removes it (its lock is free), but
+    not a live keeper's folder, nor a file a worker of the killed harness still holds."""
+    alive = SpoolKeeper(str(tmp_path), interval=None)
+    (alive.folder / "mine.spool").write_bytes(b"\0" * (HEADER + SLOT))
+    dead = tmp_path / "taskbench-spool-killed"
+    dead.mkdir()
+    (dead / "w-000000.spool").write_bytes(b"{}\n".ljust(HEADER, b"\0") + b"R".ljust(SLOT, b"\0"))
+    orphan = tmp_path / "taskbench-spool-orphan"
+    orphan.mkdir()
+    held = os.open(orphan / "w-000001.spool", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)  # a worker of a killed harness, still running
+    try:
+        later = SpoolKeeper(str(tmp_path), interval=None)
+        assert not dead.exists()
+        assert (alive.folder / "mine.spool").exists() and (orphan / "w-000001.spool").exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            [alive.folder.name, later.folder.name, orphan.name])
+        later.close()
+    finally:
+        os.close(held)
+    assert reap(tmp_path, keep=alive.folder) == [orphan]
+    (alive.folder / "mine.spool").unlink()
+    alive.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_live_worker_s_file_is_left_to_it(redis_url: str, client: redis.Redis, run_id: str,

@@ -507,5 +507,5 @@ def spool_records(ledger: Ledger, redis_url: str, counter_key: str, folder: str,
         return fallback
 
 
-__all__ = ["BATCH", "BATCH_SHA", "HEADER", "SLOT", "SLOTS", "SPOOL_ENV", "SUFFIX", "Link", "Segment", "SpoolError",
-           "SpoolRecords", "Target", "spool_records"]
+__all__ = ["BATCH", "BATCH_SHA", "HEADER", "READY", "SLOT", "SLOTS", "SPOOL_ENV", "SUFFIX", "Link", "Segment",
+           "SpoolError", "SpoolRecords", "Target", "spool_records"]

@@ -45,6 +45,10 @@ class Settings(BaseSettings):
         default="", max_length=4096,
         description="a folder the harness keeps for the workers' spooled ledger records (taskbench.ledger_spool); "
                     "set by the harness for the workers it starts")
+    ledger_spool_loop: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="spool the records made on a worker's loop too (where the ledger's Redis is not the broker): "
+                    "auto = the backend's measured default (BackendInfo.loop_spool)")
     # worker parameters
     concurrency: int = Field(default=10, ge=1, le=10_000, description="tasks at once per worker")
     shutdown_timeout: float = Field(default=10.0, ge=0.0, le=600.0)

@@ -87,7 +87,8 @@ async def run(settings: Settings) -> None:
     backend = backends.load(meta.name)
     component = f"worker:{os.getpid()}"
     async with Workloads(settings) as workloads, metrics_server(settings, workloads, component) as url:
-        workloads.spool_loop_records()  # where the harness keeps a spool and the ledger is not the broker
+        # where the harness keeps a spool, the ledger is not the broker and the backend gains by it
+        workloads.spool_loop_records(default=meta.loop_spool)
 
         async def ready() -> None:
             await workloads.redis.hset(settings.ready_key, component, str(time.time()))

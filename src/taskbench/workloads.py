@@ -159,14 +159,18 @@ class Workloads:
                                      fallback=here, repeated=self._redelivered)
             self._here = here
 
-    def spool_loop_records(self) -> None:
+    def spool_loop_records(self, *, default: bool = True) -> None:
         """In a worker the harness started (``TASKBENCH_LEDGER_SPOOL``) whose ledger Redis is not its broker, the
         records made on the loop are stored in a spool file (:mod:`taskbench.ledger_spool`) instead of awaited:
         the library acknowledges a task to its broker, another server, once the task returned, and the record
         is in the page cache by then, where a killed worker cannot take it back and the harness forwards it.
-        A ledger Redis that is the broker too: each record is still awaited before the task returns."""
+        A ledger Redis that is the broker too: each record is still awaited before the task returns.
+        ``default``: the backend's choice (``BackendInfo.loop_spool``), unless ``ledger_spool_loop`` says on or
+        off."""
         settings = self.settings
         if self._loop_spool is not None or not settings.ledger or not settings.ledger_spool:
+            return
+        if not (settings.ledger_spool_loop == "on" or (settings.ledger_spool_loop == "auto" and default)):
             return
         try:
             if same_redis(settings.redis_url, settings.broker_address):

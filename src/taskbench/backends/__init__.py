@@ -102,6 +102,11 @@ class BackendInfo:
     fans_out: bool = False
     #: the backend prepares its broker once per run (``PreparesBroker``: a PostgreSQL queue's schema)
     prepares_broker: bool = False
+    #: the ledger's records made on the worker's loop go to the harness's spool rather than being awaited
+    #: (``Workloads.spool_loop_records``): the backend's default, from paired and sequential no-op drains
+    #: with and without it (docs/benchmarks.md, "The loop's spool, backend by backend");
+    #: ``TASKBENCH_LEDGER_SPOOL_LOOP=on|off`` overrides it
+    loop_spool: bool = True
     #: the module under ``taskbench.backends`` and the extra, when not the name (a variant of a backend)
     module_name: str | None = None
     extra_name: str | None = None

@@ -84,7 +84,12 @@ class Stack:
         self.procs = ProcessSet(env, stop_timeout=stop_timeout + STOP_MARGIN)
         if self.spool is not None:
             self.procs.after_stop = self.spool.sweep
-        self.cgroups = Cgroups(name)
+        try:
+            self.cgroups = Cgroups(name)
+        except BaseException:
+            if self.spool is not None:
+                self.spool.close()
+            raise
         self.roles: dict[str, str] = {}  # process name -> the limit set's component (api, workers, ...)
         self._limited: dict[str, _Limited] = {}
 
