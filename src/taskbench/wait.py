@@ -42,6 +42,9 @@ def wait_until(
         if abort is not None:
             reason = abort()
             if reason:
+                value = condition()  # what the abort saw may have made it hold (a process waited for to exit)
+                if value:
+                    return value
                 raise WaitTimeoutError(reason)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
