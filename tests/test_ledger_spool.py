@@ -14,6 +14,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Literal, cast
 
 import pytest
 import redis
@@ -325,3 +326,30 @@ def test_a_worker_s_loop_spools_its_records_where_the_ledger_is_not_the_broker(
     counts, times = Ledger(settings.prefix).read(client)
     assert counts == {f"t{i}": 1 for i in range(15)} and times["t0"][0] == 1.0
     assert int(client.get(f"{settings.prefix}counter") or 0) == 20
+
+
+@pytest.mark.parametrize(("choice", "default", "spools"),
+                         [("auto", True, True), ("auto", False, False), ("off", True, False), ("on", False, True)])
+def test_the_loop_s_spool_is_the_backend_s_choice_unless_told(
+        choice: str, default: bool, spools: bool, redis_url: str, client: redis.Redis, run_id: str,
+        tmp_path: Path) -> None:
+    """``TASKBENCH_LEDGER_SPOOL_LOOP``: auto takes the backend's measured default (``BackendInfo.loop_spool``), on
+    and off override it; either way every record is in the ledger once."""
+    settings = Settings(redis_url=redis_url, broker_url="redis://127.0.0.1:1/0", run_id=run_id,
+                        ledger_spool=str(tmp_path), ledger_spool_loop=cast(Literal["auto", "on", "off"], choice))
+
+    async def go() -> bool:
+        async with Workloads(settings) as workloads:
+            workloads.spool_loop_records(default=default)
+            await workloads.run(TaskMessage(task_id="one", workload=NOOP, value=1, enqueued_at=1.0))
+            return any(tmp_path.iterdir())
+
+    assert asyncio.run(go()) is spools
+    assert Ledger(settings.prefix).read(client)[0] == {"one": 1}
+
+
+def test_taskiq_awaits_its_loop_s_records_and_the_others_spool_them() -> None:
+    """The measured defaults (docs/benchmarks.md, "The loop's spool, backend by backend")."""
+    from taskbench import backends
+
+    assert [b.name for b in backends.REGISTRY.values() if not b.loop_spool] == ["taskiq"]

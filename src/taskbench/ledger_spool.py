@@ -321,10 +321,8 @@ class SpoolRecords:
 
     def __init__(self, ledger: Ledger, redis_url: str, counter_key: str, folder: Path, *,
                  fallback: ThreadRecords | None = None,
-                 repeated: Callable[[str], None] = lambda workload: None, relay: bool = True) -> None:
-        """``relay``: a thread of the spool's forwards the records (else its owner calls :meth:`forward`)."""
+                 repeated: Callable[[str], None] = lambda workload: None) -> None:
         self._fallback = fallback
-        self._relays = relay
         self._forked = False
         self._repeated = repeated
         self._folder = folder
@@ -377,7 +375,7 @@ class SpoolRecords:
         at = HEADER + slot * SLOT
         mapped[at + 1:at + 1 + len(line)] = line
         mapped[at] = READY  # last: a slot marked ready holds its whole line
-        if not self._pending and self._relays:
+        if not self._pending:
             self._pending = True
             if self._thread is None:
                 self._start()
@@ -444,16 +442,6 @@ class SpoolRecords:
             self._files[number] = _Own(path, fd, mapped, self._link)
             self._maps[number] = mapped
             return mapped
-
-    def forward(self) -> int:
-        """Forward the ready slots now, in the caller's thread (a spool made with ``relay=False``): the records
-        sent; an error is logged, and the records stay for the next call."""
-        try:
-            return self._forward()
-        except Exception as exc:
-            log.error("ledger spool %s: forwarding to the ledger's Redis at %s failed (%r); trying again",
-                      self._stem, where(address_of(self._target.redis_url) or {}), exc)
-            return 0
 
     def _forward(self) -> int:
         """Forward the ready slots of every file; a full file forwarded is removed. The records sent."""

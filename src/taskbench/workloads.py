@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
-import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -16,7 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from taskbench.ledger import Ledger
-from taskbench.ledger_spool import HOLD, SpoolRecords, spool_records
+from taskbench.ledger_spool import SpoolRecords, spool_records
 from taskbench.ledger_thread import ThreadRecords, thread_records_for
 from taskbench.ledger_writer import writer_for
 from taskbench.messages import NOOP, USER_TASK, WORKLOADS, TaskMessage
@@ -24,7 +23,6 @@ from taskbench.metrics import task_metrics
 from taskbench.redis_pipe import same_redis
 from taskbench.user_task import UserTask, payload_of
 
-_YIELD = os.environ.get("TASKBENCH_SPOOL_EXPERIMENT") == "yield"
 log = logging.getLogger("taskbench.ledger")
 
 #: connections of the async pool kept out of the tasks' semaphore: /health's PING, the broker probe
@@ -79,7 +77,6 @@ class Workloads:
         self._here: ThreadRecords | SpoolRecords | None = None
         # the loop's records, spooled (spool_loop_records)
         self._loop_spool: SpoolRecords | None = None
-        self._spool_relay: asyncio.Task[None] | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._processes: ProcessPoolExecutor | None = None
         # a user's own task (settings.task: module:callable), imported once; TaskSpecError at start
@@ -137,11 +134,6 @@ class Workloads:
             await self._writer.aclose()
         if self._here is not None:
             self._here.close()
-        if self._spool_relay is not None:
-            self._spool_relay.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._spool_relay
-            self._spool_relay = None
         if self._loop_spool is not None:
             self._loop_spool.close()
         await self.redis.aclose(close_connection_pool=True)
@@ -186,20 +178,11 @@ class Workloads:
         except ValueError:  # a broker without its URL: nothing to compare, nothing spooled
             return
         try:
-            on_loop = os.environ.get("TASKBENCH_SPOOL_EXPERIMENT") == "loop"
             self._loop_spool = SpoolRecords(self.ledger, settings.redis_url, self.counter_key,
-                                            Path(settings.ledger_spool), repeated=self._redelivered,
-                                            relay=not on_loop)
-            if on_loop:
-                self._spool_relay = asyncio.create_task(self._relay_loop_spool(self._loop_spool))
+                                            Path(settings.ledger_spool), repeated=self._redelivered)
         except OSError as exc:
             log.warning("ledger spool: cannot write in %s (%r): the loop's records are awaited",
                         settings.ledger_spool, exc)
-
-    async def _relay_loop_spool(self, spool: SpoolRecords) -> None:
-        while True:
-            await asyncio.sleep(HOLD)
-            spool.forward()
 
     def _redelivered(self, workload: str) -> None:
         self.metrics.task(workload).redelivered.inc()
@@ -329,8 +312,6 @@ class Workloads:
         spool = self._loop_spool
         if spool is not None and spool.store(task.task_id, task.enqueued_at, started, time.time(), incr=effect,
                                              workload=task.workload):
-            if _YIELD:
-                await asyncio.sleep(0)
             return
         if self._writer is not None:
             runs = await self._writer.record(task.task_id, task.enqueued_at, started, time.time(), incr=effect)

@@ -311,6 +311,7 @@ REGISTRY: Final[dict[str, BackendInfo]] = {
             name="taskiq",
             summary="Taskiq: async receiver on a Redis stream consumer group, acks when executed, idle reclaim",
             brokers=("redis", "rabbitmq"),
+            loop_spool=False,  # its no-op drain: 0.96 with the loop's spool, 0.99 with records awaited
             key_patterns=("autoclaim:taskbench:{run_id}:*",),
             delivery={
                 "redis": Delivery(recovery="late ack on a stream consumer group: an idle pending message is "
