@@ -22,7 +22,7 @@ import redis
 from taskbench import ledger_spool
 from taskbench.harness.processes.spool_keeper import SpoolKeeper, reap
 from taskbench.ledger import Ledger
-from taskbench.ledger_spool import HEADER, SLOT, SPOOL_ENV, Link, Segment, SpoolRecords
+from taskbench.ledger_spool import BATCH, FIELDS, HEAD, HEADER, READY, SLOT, SPOOL_ENV, Link, Segment, SpoolRecords
 from taskbench.ledger_thread import thread_records_for
 from taskbench.messages import NOOP, TaskMessage
 from taskbench.settings import Settings
@@ -201,9 +201,10 @@ def test_a_slot_without_its_mark_is_no_record_and_a_stretch_sent_twice_runs_once
     records._stopping = True  # no thread starts: nothing is forwarded
     for i in range(3):
         records.record(f"r{i}", 1.0, 2.0, 3.0)
-    hole = next(records._slots)  # reserved, its line stored, its mark not
-    line = b"r3\t1.000000 2.000000 3.000000\t\t\n"
-    records._maps[0][HEADER + hole * SLOT + 1:HEADER + hole * SLOT + 1 + len(line)] = line
+    hole = next(records._slots)  # reserved, its fields and id stored, its mark not
+    at = HEADER + hole * SLOT
+    FIELDS.pack_into(records._maps[0], at + 1, 1.0, 2.0, 3.0, 0.0, False, 2, 0)
+    records._maps[0][at + HEAD:at + HEAD + 2] = b"r3"
     records.record("r4", 1.0, 2.0, 3.0)
     own = records._files[0]
     path = own.segment.path
@@ -353,3 +354,25 @@ def test_taskiq_awaits_its_loop_s_records_and_the_others_spool_them() -> None:
     from taskbench import backends
 
     assert [b.name for b in backends.REGISTRY.values() if not b.loop_spool] == ["taskiq"]
+
+
+def test_a_record_reaches_redis_as_the_ledger_writes_it(redis_url: str, client: redis.Redis, run_id: str,
+                                                        tmp_path: Path) -> None:
+    """The script reads each slot's fields itself (Redis's Lua ``struct``): the times in Redis are the
+    ``%.6f`` text every other writer of the ledger writes, an id may hold any character, the increment lands
+    once, and a record that does not fit a slot goes to the fallback, in Redis all the same."""
+    ledger = Ledger(f"taskbench:{run_id}:")
+    counter = f"taskbench:{run_id}:counter"
+    records = _records(ledger, redis_url, counter, tmp_path)
+    times = (1764412345.123456, 1764412345.5, 1764412399.999999)
+    odd = "tab\there\nnewline-é-✓"
+    long = "x" * (SLOT - HEAD + 1)
+    assert records.store(odd, *times, incr=(counter, 7), workload="io/simple")
+    assert not records.store(long, *times)
+    assert not records.store("other-key", *times, incr=("another", 1))
+    records.record(long, *times)
+    records.close()
+    assert client.hget(ledger.times_key, odd) == b"%.6f %.6f %.6f" % times
+    assert client.hgetall(ledger.count_key) == {odd.encode(): b"1", long.encode(): b"1"}
+    assert int(client.get(counter) or 0) == 7
+    assert f"== {READY} then" in BATCH and f"#slots, {SLOT} do" in BATCH
