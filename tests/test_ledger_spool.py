@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from taskbench import ledger_spool
-from taskbench.harness.processes.spool_keeper import SpoolKeeper, reap
+from taskbench.harness.processes.spool_keeper import STALE_AFTER, SpoolKeeper, reap
 from taskbench.ledger import Ledger
 from taskbench.ledger_spool import BATCH, FIELDS, HEAD, HEADER, READY, SLOT, SPOOL_ENV, Link, Segment, SpoolRecords
 from taskbench.ledger_thread import thread_records_for
@@ -159,16 +159,22 @@ def test_a_killed_harness_s_folder_is_reaped_by_the_next_keeper(tmp_path: Path) 
     orphan.mkdir()
     held = os.open(orphan / "w-000001.spool", os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(held, fcntl.LOCK_EX)  # a worker of a killed harness, still running
+    recent = tmp_path / "taskbench-spool-recent"  # unlocked but touched a moment ago: an older keeper's, maybe alive
+    recent.mkdir()
+    old = time.time() - STALE_AFTER - 1
+    for folder in (dead, orphan):
+        os.utime(folder, (old, old))
     try:
         later = SpoolKeeper(str(tmp_path), interval=None)
         assert not dead.exists()
         assert (alive.folder / "mine.spool").exists() and (orphan / "w-000001.spool").exists()
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-            [alive.folder.name, later.folder.name, orphan.name])
+            [alive.folder.name, later.folder.name, orphan.name, recent.name])
         later.close()
     finally:
         os.close(held)
     assert reap(tmp_path, keep=alive.folder) == [orphan]
+    assert reap(tmp_path, keep=alive.folder, stale_after=0) == [recent]
     (alive.folder / "mine.spool").unlink()
     alive.close()
     assert list(tmp_path.iterdir()) == []

@@ -10,13 +10,14 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from taskbench.ledger_spool import HEADER, READY, SLOT, SPOOL_ENV, SUFFIX, Link, Segment, Target
 from taskbench.ledger_writer import CONNECT_TIMEOUT
 from taskbench.redaction import redact
 
-__all__ = ["KEEP_INTERVAL", "PREFIX", "SpoolKeeper", "reap"]
+__all__ = ["KEEP_INTERVAL", "PREFIX", "STALE_AFTER", "SpoolKeeper", "reap"]
 
 log = logging.getLogger("taskbench.ledger")
 
@@ -24,6 +25,9 @@ log = logging.getLogger("taskbench.ledger")
 KEEP_INTERVAL = 0.2
 #: the start of a keeper's folder's name
 PREFIX = "taskbench-spool-"
+#: seconds a folder must have been left untouched before a keeper removes it as a killed harness's (a keeper
+#: of an older taskbench, which held no lock on its folder, touches its folder with every file it forwards)
+STALE_AFTER = 600.0
 
 
 class SpoolKeeper:
@@ -142,14 +146,19 @@ def _ready_slots(path: Path) -> int:
     return sum(1 for at in range(HEADER, len(data), SLOT) if data[at] == READY)
 
 
-def reap(parent: Path, *, keep: Path | None = None) -> list[Path]:
+def reap(parent: Path, *, keep: Path | None = None, stale_after: float = STALE_AFTER) -> list[Path]:
     """Remove the folders under ``parent`` of keepers that are gone (a harness killed before it stopped its
-    stack: the folder's lock is free), with their files whose worker is gone too; the folders removed. Their
-    records are not forwarded: that run's audit is over, and its keys may be cleaned up since."""
+    stack: the folder's lock is free, and it was not touched for ``stale_after`` s), with their files whose
+    worker is gone too; the folders removed. Their records are not forwarded: that run's audit is over, and its
+    keys may be cleaned up since."""
     removed: list[Path] = []
+    now = time.time()
     for folder in sorted(parent.glob(f"{PREFIX}*")):
         if folder == keep:
             continue
+        with contextlib.suppress(OSError):
+            if now - folder.stat().st_mtime < stale_after:
+                continue
         try:
             fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:  # another user's, or gone
