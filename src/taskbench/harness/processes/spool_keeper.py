@@ -43,7 +43,7 @@ class SpoolKeeper:
         # made under a name reap() does not look at, locked, then renamed: the lock is held while the keeper
         # lives, and a folder whose lock is free is a killed harness's (reaped here)
         fresh = Path(tempfile.mkdtemp(prefix=f".{PREFIX}", dir=parent))
-        self._fd = os.open(fresh, os.O_RDONLY | os.O_DIRECTORY)
+        self._fd: int | None = os.open(fresh, os.O_RDONLY | os.O_DIRECTORY)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.folder = fresh.with_name(fresh.name[1:])
         fresh.rename(self.folder)
@@ -120,7 +120,10 @@ class SpoolKeeper:
 
     def close(self) -> None:
         """Once the stack's processes are stopped: forward what their files hold, and remove the folder (a file
-        whose worker still lives, one the stack could not stop, stays with it: logged)."""
+        whose worker still lives, one the stack could not stop, stays with it: logged). Once: a stack may be
+        stopped twice."""
+        if self._fd is None:
+            return
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2 * CONNECT_TIMEOUT + 5)
@@ -137,6 +140,7 @@ class SpoolKeeper:
                         fresh.unlink()
                     self.folder.rmdir()
             os.close(self._fd)
+            self._fd = None
 
 
 def _ready_slots(path: Path) -> int:
