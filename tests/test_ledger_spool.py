@@ -116,6 +116,7 @@ def test_a_killed_worker_s_records_are_forwarded_by_the_harness_each_once(
     for attempt in range(3):
         ledger = Ledger(f"{prefix}{attempt}:")
         keeper = SpoolKeeper(str(tmp_path), interval=None)  # sweeps when the test says
+        keeper.know(redis_url)  # as the stack does: a header names the URL without its password
         try:
             done = subprocess.run([sys.executable, "-c", _KILLED, redis_url, ledger.prefix, str(keeper.folder),
                                    str(count)], timeout=60, check=False)
@@ -185,6 +186,7 @@ def test_a_live_worker_s_file_is_left_to_it(redis_url: str, client: redis.Redis,
                                             tmp_path: Path) -> None:
     ledger = Ledger(f"taskbench:{run_id}:")
     keeper = SpoolKeeper(str(tmp_path), interval=None)  # sweeps when the test says
+    keeper.know(redis_url)  # as the stack does: a header names the URL without its password
     records = _records(ledger, redis_url, "unused", keeper.folder)
     try:
         records._stopping = True  # no thread starts: nothing is forwarded but at close()
@@ -204,6 +206,7 @@ def test_a_slot_without_its_mark_is_no_record_and_a_stretch_sent_twice_runs_once
     offset moves with the records, in one script."""
     ledger = Ledger(f"taskbench:{run_id}:")
     keeper = SpoolKeeper(str(tmp_path), interval=None)  # sweeps when the test says
+    keeper.know(redis_url)  # as the stack does: a header names the URL without its password
     records = _records(ledger, redis_url, "unused", keeper.folder)
     records._stopping = True  # no thread starts: nothing is forwarded
     for i in range(3):
