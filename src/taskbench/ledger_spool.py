@@ -82,6 +82,8 @@ SLOT: Final = 256
 FIELDS: Final = struct.Struct("<ddddBBB")
 #: where a slot's task id starts
 HEAD: Final = 1 + FIELDS.size
+#: the mark a slot's writer stores last ("R")
+READY: Final = 0x52
 #: KEYS: count hash, times hash, offsets hash, the tasks' counter; ARGV: the file's name, the slot the batch
 #: starts at, the slot after it, then the slots' bytes as they are in the file. The script reads each slot
 #: (Redis's Lua ``struct``), so the worker's reader sends a slice of its map without a look at a record; a slot
@@ -104,14 +106,12 @@ for base = 1, #slots, {slot} do
 end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
 return repeats
-""".replace("{slot}", str(SLOT)).replace("{ready}", str(0x52))
+""".replace("{slot}", str(SLOT)).replace("{ready}", str(READY))
 BATCH_SHA: Final = hashlib.sha1(BATCH.encode(), usedforsecurity=False).hexdigest()
 #: bytes of a file's header (its first line says where its records go)
 HEADER: Final = 4096
 #: records a file holds (16 MiB)
 SLOTS: Final = 65536
-#: the mark a slot's writer stores last ("R")
-READY: Final = 0x52
 #: seconds between two batches of a worker while records come: each round costs the worker a wake-up of its
 #: thread, the interpreter's lock taken from the library's threads and given back, and a round trip (at
 #: 5 ms, 7 % of a no-op Huey worker's samples; at 50 ms, 3.7 %: docs/benchmarks.md). A record still reaches
