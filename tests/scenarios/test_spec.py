@@ -23,14 +23,16 @@ def test_the_environment_parameters_name_every_pinned_environment() -> None:
     """An HTTP case's ``environment`` is `servers` or a pinned/<name>/ of server libraries; a queue case's
     ``versions`` is `lock` or a pinned/<name>/ that names the backends it holds (each with its lock)."""
     from taskbench import params
-    from taskbench.harness.processes.envs import pinned_backends, pinned_names
+    from taskbench.harness.processes.envs import pinned_backends, pinned_max_concurrency, pinned_names
 
     servers = tuple(name for name in pinned_names() if not pinned_backends(name))
     queues = tuple(name for name in pinned_names() if pinned_backends(name))
     assert params.get("environment", "http").choices == ("servers", *servers)
     assert params.get("versions", "queue").choices == ("lock", *queues)
     assert "article-004" in servers
-    assert pinned_backends("article-000") == ("arq", "saq")
+    assert pinned_backends("article-000") == ("arq", "saq", "faststream-pubsub")
+    assert pinned_max_concurrency("article-000") == {"faststream-pubsub": 1}
+    assert pinned_max_concurrency("article-004") == {}
 
 
 def test_every_shipped_scenario_loads() -> None:
@@ -254,10 +256,15 @@ def test_the_shipped_article_profiles() -> None:
     awaited = resolve("backends-awaited", "article")
     assert {(c.params["requests"], c.params["enqueue_mode"]) for c in awaited.cases} == {(50000, "awaited")}
     pinned = resolve("backends-pinned", "article")
-    assert {(c.params["requests"], c.params["concurrency"], c.params["enqueue_mode"]) for c in pinned.cases} == {
+    seed_scale = [c for c in pinned.cases if not c.params.get("io_delay")]
+    assert {(c.params["requests"], c.params["concurrency"], c.params["enqueue_mode"]) for c in seed_scale} == {
         (50000, 1, "after-response")}
+    # row 20's half-second tasks keep their 200 under the profile (the profile's `for` entry)
+    assert {(c.params["requests"], c.params["concurrency"]) for c in pinned.cases if c.params.get("io_delay")} == {
+        (200, 1), (200, 10)}
     assert [c.params["versions"] for c in resolve("backends-pinned").cases] == [
-        "article-000", "lock", "article-000", "article-000", "article-000", "article-000"]
+        "article-000", "lock", "article-000", "article-000", "article-000", "article-000", "article-000",
+        "article-000", "article-000", "lock"]
 
 
 def test_the_thread_limit_can_be_set_the_seed_s_way() -> None:

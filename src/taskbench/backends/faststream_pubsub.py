@@ -14,7 +14,8 @@ out, ``taskbench backends`` and every result mark it unsafe (``BackendInfo.unsaf
 
 As in the seed, a worker handles one message at a time (``--concurrency`` 1, the article's FastStream
 had no concurrency setting); a higher ``--concurrency`` gives the subscriber that many handlers
-(FastStream 0.7's ``max_workers``). Redis only.
+(``max_workers``, FastStream 0.5 and later). Redis only. It also runs on the article's FastStream 0.4.7
+(``--versions article-000``), at concurrency 1 only: 0.4's subscriber handles one message at a time.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from taskbench.backends.base import ServiceContext, WorkerContext
-from taskbench.backends.faststream import _broker, _Producer, consume, handler
+from taskbench.backends.faststream import _broker, _Producer, consume, handler, stop
 
 if TYPE_CHECKING:
     from taskbench.settings import Settings
@@ -51,11 +52,16 @@ class FaststreamPubSubBackend:
         try:
             yield _PubSubProducer(broker, ctx.settings)
         finally:
-            await broker.stop()
+            await stop(broker)
 
     async def run_worker(self, ctx: WorkerContext) -> None:
         settings = ctx.settings
         broker = _broker(settings)
+        if settings.concurrency > 1 and not hasattr(broker, "stop"):  # FastStream 0.4: no max_workers
+            import faststream
+
+            raise ValueError(f"faststream-pubsub on FastStream {faststream.__version__} handles one message at a "
+                             f"time (no max_workers before 0.5): --concurrency must be 1, not {settings.concurrency}")
         extra: dict[str, Any] = {"max_workers": settings.concurrency} if settings.concurrency > 1 else {}
         broker.subscriber(channel_name(settings), **extra)(handler(ctx))
         await consume(ctx, broker)  # SUBSCRIBE at start: from then on this worker gets every message

@@ -175,7 +175,7 @@ class RunConfig:
     def _check_versions(self) -> None:
         if self.versions == "lock":
             return
-        from taskbench.harness.processes.envs import pinned_backends
+        from taskbench.harness.processes.envs import pinned_backends, pinned_max_concurrency
 
         if self.fault is not None:  # a fault is judged by a backend's promise, read from the lock's versions
             raise ValueError(f"--versions {self.versions} runs no --fault: each backend's promise (what a fault "
@@ -185,6 +185,10 @@ class RunConfig:
         if others:
             raise ValueError(f"--versions {self.versions} holds {', '.join(held)} at a seed's versions "
                              f"(pinned/{self.versions}/pyproject.toml), not {', '.join(others)}")
+        for name, most in pinned_max_concurrency(self.versions).items():
+            if name in self.backends and self.concurrency > most:
+                raise ValueError(f"--concurrency {self.concurrency}: {name} on --versions {self.versions} runs at most "
+                                 f"{most} at a time (pinned/{self.versions}/pyproject.toml)")
 
     def _check_load_modes(self) -> None:
         """``--phases`` and ``--find-max-rate`` each decide the load: one at a time, without a fault for the

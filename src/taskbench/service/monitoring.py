@@ -102,7 +102,9 @@ def instrument(app: FastAPI, *, http: bool = True, max_bytes: int) -> None:
     else:
         app.add_middleware(BodySizeLimit, max_bytes=max_bytes)
 
-    @app.get("/metrics", include_in_schema=False)
+    # response_model=None: the annotation names a class imported here, which FastAPI cannot resolve from the
+    # module; pydantic 2.9 (the pinned environment article-000) fails on it, later versions let it pass
+    @app.get("/metrics", include_in_schema=False, response_model=None)
     def metrics() -> Response:
         # a fresh multiprocess collector per scrape, as prometheus_client asks
         body = generate_latest(exposition_registry())

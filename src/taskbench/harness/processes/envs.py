@@ -128,9 +128,8 @@ def environment_key(backend: str, versions: str) -> str:
     return backend if versions == "lock" else f"{backend}@{versions}"
 
 
-def pinned_backends(name: str) -> tuple[str, ...]:
-    """The backends a pinned environment holds the libraries of (its pyproject's ``[tool.taskbench] backends``;
-    none for a set that pins no queue library, as article-004)."""
+def _pinned_settings(name: str) -> dict[str, object]:
+    """A pinned environment's ``[tool.taskbench]`` table."""
     import tomllib
 
     root = project_root()
@@ -141,8 +140,22 @@ def pinned_backends(name: str) -> tuple[str, ...]:
         known = ", ".join(pinned_names()) or "none"
         raise ValueError(f"no pinned environment {name!r} ({path}); known: {known}")
     with path.open("rb") as handle:
-        held = tomllib.load(handle).get("tool", {}).get("taskbench", {}).get("backends", [])
-    return tuple(str(item) for item in held)
+        table = tomllib.load(handle).get("tool", {}).get("taskbench", {})
+    return table if isinstance(table, dict) else {}
+
+
+def pinned_backends(name: str) -> tuple[str, ...]:
+    """The backends a pinned environment holds the libraries of (its pyproject's ``[tool.taskbench] backends``;
+    none for a set that pins no queue library, as article-004)."""
+    held = _pinned_settings(name).get("backends", [])
+    return tuple(str(item) for item in held) if isinstance(held, list) else ()
+
+
+def pinned_max_concurrency(name: str) -> dict[str, int]:
+    """The highest ``--concurrency`` each backend takes on a pinned environment's versions (its pyproject's
+    ``[tool.taskbench.max-concurrency]``: FastStream 0.4's subscriber runs one message at a time)."""
+    table = _pinned_settings(name).get("max-concurrency", {})
+    return {str(key): int(value) for key, value in table.items()} if isinstance(table, dict) else {}
 
 
 @cache
