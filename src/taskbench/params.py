@@ -229,13 +229,18 @@ SCHEMA: Final[tuple[Param, ...]] = (
           help="Huey's consumer worker type (huey; -k, default thread): thread runs a task on the worker "
                "process's event loop, process in a forked child with a synchronous Redis client", cli=True,
           kinds=_Q, env="HUEY_WORKER_TYPE", components=("worker",)),
+    Param(name="celery_pool", type=str, default="threads", choices=("threads", "prefork"),
+          help="Celery's execution pool for the celery backend (-P): threads runs a task on the worker process's "
+               "event loop, prefork in forked children with a synchronous Redis client (Celery's own default; "
+               "the article-000 versions need it)", cli=True, kinds=_Q, env="CELERY_POOL", components=("worker",)),
     Param(name="producer_threads", type=int, default=32, bounds=(1, 1024),
           help="threads that run a synchronous library's enqueue in the API (celery, dramatiq, rq, huey), each "
                "call bounded by --enqueue-timeout", cli=True, kinds=_Q, env="PRODUCER_THREADS",
           components=("api",)),
     Param(name="versions", type=str, default="lock", choices=("lock", "article-000"),
           help="the libraries' versions: lock (the lock file's, current) or a seed's pinned set (pinned/<name>/: "
-               "article-000 is seed 000's arq 0.25.0 and saq 0.12.4, for those two backends only)",
+               "article-000 is seed 000's arq 0.25.0, saq 0.12.4, faststream 0.4.7 (faststream-pubsub) and celery "
+               "5.3.6 (--celery-pool prefork), for those backends only)",
           cli=True, kinds=_Q),
     Param(name="enqueue_timeout", type=float, default=5.0, bounds=(0.1, 600.0),
           help="seconds the API waits for the broker to take a task; past it the answer is 503, outcome unknown",

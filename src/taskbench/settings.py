@@ -70,6 +70,8 @@ class Settings(BaseSettings):
         description="RQ's maintenance_interval: seconds between two cleanups of the registries (abandoned jobs)")
     huey_worker_type: Literal["thread", "process"] = Field(
         default="thread", description="Huey's consumer worker type (-k): thread or process")
+    celery_pool: Literal["threads", "prefork"] = Field(
+        default="threads", description="Celery's execution pool (-P): threads or prefork")
     producer_threads: int = Field(
         default=32, ge=1, le=1024,
         description="threads of a synchronous library's producer in the API (celery, dramatiq, rq, huey)")

@@ -62,19 +62,26 @@ class Case:
     broker: str
     #: the broker's URL when not the local default (``TASKBENCH_TEST_RABBITMQ_URL``, ``..._NATS_URL``)
     broker_url: str | None = None
+    #: settings that make another wiring of the same backend (Celery's prefork pool), in the id
+    variant: tuple[tuple[str, str], ...] = ()
 
     @property
     def id(self) -> str:
-        return f"{self.backend}-{self.broker}"
+        return "-".join([self.backend, self.broker, *(value for _, value in self.variant)])
 
     @property
     def meta(self) -> backends.BackendInfo:
         return backends.info(self.backend)
 
 
+#: the wirings a setting chooses, each run by the whole suite beside the backend's default one
+VARIANTS = [Case("celery", "redis", variant=(("celery_pool", "prefork"),))]
+
+
 def cases() -> list[Case]:
-    """Every available backend on every broker it names, in registry order."""
-    return [Case(name, broker) for name in backends.available() for broker in backends.info(name).brokers]
+    """Every available backend on every broker it names, in registry order, then the variants."""
+    plain = [Case(name, broker) for name in backends.available() for broker in backends.info(name).brokers]
+    return plain + [v for v in VARIANTS if v.backend in backends.available()]
 
 
 CASES = cases()
@@ -285,10 +292,11 @@ def stacks(case: Case, python: str, redis_url: str, broker_redis_url: str,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack]]:
     """The case's APIs: ``default`` settings, shared by the tests that need nothing else, and
     ``faults`` for the SIGTERM and SIGKILL tests (a slow task, a process pool of two)."""
-    specs: dict[str, dict[str, object]] = {"default": {}}
+    variant: dict[str, object] = dict(case.variant)
+    specs: dict[str, dict[str, object]] = {"default": variant}
     if case.meta.has_worker:
         specs["faults"] = {"io_delay": SLOW_TASK, "task_timeout": SLOW_TASK_TIMEOUT,
-                           "shutdown_timeout": 5, "processes": 2, **RE_RUN}
+                           "shutdown_timeout": 5, "processes": 2, **RE_RUN, **variant}
     with open_stacks(case, python, redis_url, tmp_path_factory.mktemp(case.id), specs,
                      broker_redis_url) as opened:
         yield opened
@@ -536,6 +544,7 @@ def test_every_registered_backend_has_a_conformance_run() -> None:
             test, param = line.split("::", 1)[1].rstrip("]").split("[", 1)
             collected.setdefault(test, set()).add(param)
     expected = {f"{name}-{broker}" for name in backends.available() for broker in backends.info(name).brokers}
+    expected |= {v.id for v in VARIANTS if v.backend in backends.available()}
     suite = [name for name, f in globals().items()
              if name.startswith("test_") and "case" in inspect.signature(f).parameters]
     assert suite and set(suite) <= set(collected), (suite, sorted(collected))

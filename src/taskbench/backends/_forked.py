@@ -10,7 +10,8 @@ own connection. With the ledger off, the child counts its execution in ``<prefix
 that exits has no batch to flush).
 
 :func:`measured` keeps the task metrics of :meth:`taskbench.workloads.Workloads.run` for the process that
-calls it (a long-lived child, or a parent timing its child).
+calls it (a long-lived child, or a parent timing its child); :func:`forked_task` is a pool child's task (Huey's
+process workers, Celery's prefork pool).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import ctypes
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from taskbench.ledger import Ledger
@@ -87,6 +88,22 @@ class ForkedBody:
             return 1
         return self.ledger.record_execution_sync(self.client, task.task_id, task.enqueued_at, started, time.time(),
                                                  cpu_s=cpu_s, error=error)
+
+
+def forked_task(settings: Settings) -> Callable[[dict[str, Any]], None]:
+    """The task of a long-lived pool child (made in the parent before it forks): the forked body, with the
+    task metrics of the process that runs it."""
+    body = ForkedBody(settings)
+
+    def run(payload: dict[str, Any]) -> None:
+        task = TaskMessage.from_dict(payload)
+        with measured(settings.backend, task) as outcome:
+            runs = body.run(payload)
+            outcome.append(not body.failed_last)  # a user's task that raised: counted failed
+        if runs > 1:
+            task_metrics(settings.backend).task(task.workload).redelivered.inc()
+
+    return run
 
 
 @contextlib.contextmanager

@@ -20,6 +20,12 @@ Wiring (Celery 5.7, kombu 5.7), and why:
   ``run_coroutine_threadsafe`` and waits. The seed's ``run_until_complete`` on a loop taken at import
   time is gone, and so is prefork's "daemonic processes are not allowed to have children": the
   cpu/process workload's pool is a child of the worker process itself;
+- ``--celery-pool prefork`` (Celery's own default, and the pool seed 000 ran: ``run --versions article-000``,
+  where Celery 5.3.6's threads pool runs about a task a second at concurrency 1, celery/celery#6941) runs
+  the task in Celery's forked pool children instead, synchronously, with :mod:`._forked` (a Redis client
+  of the child's own; the record's reply read before the task returns, so before the late ack); each child
+  dies with the worker and ignores the SIGTERM the harness sends the worker's process group. cpu/process
+  crunches in the child itself, which is a process of its own already;
 - the worker is Celery's ``WorkController`` (no CLI, no signal handlers of its own) in a thread;
   SIGTERM/SIGINT on our loop start Celery's warm shutdown, which waits for running tasks.
 """
@@ -39,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
+from taskbench.backends._forked import die_with_parent, forked_task
 from taskbench.backends._sync_producer import SyncProducer, sync_producer
 from taskbench.backends._worker import blocking_execute, stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
@@ -107,6 +114,17 @@ def _message(payload: dict[str, Any]) -> TaskMessage:
     return TaskMessage.from_dict(payload)
 
 
+def _child_started(**_: Any) -> None:
+    """A prefork child, before its first task: it dies with the worker (as a container's processes would),
+    and ignores SIGTERM: the harness stops a worker by its process group, children included, where ``docker
+    stop`` signals the main process only; the worker's warm shutdown then lets the child finish its task and
+    closes it (billiard leaves an ignored SIGTERM so, as under its own ``REMAP_SIGTERM``)."""
+    import signal
+
+    die_with_parent()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 class _Producer:
     def __init__(self, app: Celery, threads: SyncProducer) -> None:
         self._app = app
@@ -133,11 +151,18 @@ class CeleryBackend:
         settings = ctx.settings
         app = make_app(settings)
         loop = asyncio.get_running_loop()
-        execute = blocking_execute(ctx)
+        if settings.celery_pool == "prefork":
+            from celery.signals import worker_process_init
+
+            # a pool child runs the task itself (a synchronous body and Redis client, made before the fork)
+            execute = forked_task(settings)
+            worker_process_init.connect(_child_started, weak=False)
+        else:
+            execute = blocking_execute(ctx)  # a pool thread: the task runs on the process's loop
 
         @app.task(name=FUNCTION, acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator,unused-ignore]
         def run(payload: dict[str, Any]) -> None:
-            execute(payload)  # a pool thread: the task runs on the process's loop
+            execute(payload)
 
         ready, done = asyncio.Event(), asyncio.Event()
 
@@ -148,7 +173,7 @@ class CeleryBackend:
             ready_callback=on_ready,
             app=app,
             hostname=f"taskbench-{os.getpid()}@{socket.gethostname()}",
-            pool_cls="threads",
+            pool_cls=settings.celery_pool,
             concurrency=settings.concurrency,
             queues=[queue_name(settings)],
             without_mingle=True,

@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from taskbench.backends._forked import ForkedBody, die_with_parent, measured
+from taskbench.backends._forked import die_with_parent, forked_task
 from taskbench.backends._sync_producer import SyncProducer, sync_producer
 from taskbench.backends._worker import blocking_execute, stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
@@ -124,7 +124,7 @@ class HueyBackend:
         huey = make_huey(settings, pool)
         worker_type = settings.huey_worker_type
         if worker_type == "process":
-            run = _forked_task(settings)
+            run = forked_task(settings)
             huey.on_startup()(die_with_parent)  # in each forked worker, before its first task
         else:
             # a Huey worker thread runs the task (a body that needs the loop: on this loop); Huey took it off
@@ -158,23 +158,6 @@ class HueyBackend:
 
     async def purge(self, settings: Settings) -> None:
         pass  # Redis only: the harness deletes the registry's key patterns
-
-
-def _forked_task(settings: Settings) -> Any:
-    """The task of a process worker: the forked body, with the task metrics of that process."""
-    body = ForkedBody(settings)
-
-    def run(payload: dict[str, Any]) -> None:
-        task = TaskMessage.from_dict(payload)
-        with measured(settings.backend, task) as outcome:
-            runs = body.run(payload)
-            outcome.append(not body.failed_last)  # a user's task that raised: counted failed
-        if runs > 1:
-            from taskbench.metrics import task_metrics
-
-            task_metrics(settings.backend).task(task.workload).redelivered.inc()
-
-    return run
 
 
 backend = HueyBackend()

@@ -83,6 +83,7 @@ def run(
     rq_maintenance_interval: Annotated[int, params.option("rq_maintenance_interval")] = params.default(
         "rq_maintenance_interval"),
     huey_worker_type: Annotated[str, params.option("huey_worker_type")] = params.default("huey_worker_type"),
+    celery_pool: Annotated[str, params.option("celery_pool")] = params.default("celery_pool"),
     producer_threads: Annotated[int, params.option("producer_threads")] = params.default("producer_threads"),
     scenario: Annotated[str | None, typer.Option(
         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
@@ -192,7 +193,7 @@ def run(
             fault=Fault.parse(fault) if fault else None, restart_workers=restart_workers,
             saq_retries=saq_retries, pgqueuer_heartbeat_timeout=pgqueuer_heartbeat_timeout,
             procrastinate_retry_stalled=procrastinate_retry_stalled, rq_worker_ttl=rq_worker_ttl,
-            rq_maintenance_interval=rq_maintenance_interval, huey_worker_type=huey_worker_type,
+            rq_maintenance_interval=rq_maintenance_interval, huey_worker_type=huey_worker_type, celery_pool=celery_pool,
             producer_threads=producer_threads, payload=payload, with_packages=tuple(with_packages or ()),
             task_paths=tuple(task_paths or ()), soak=soak_spec, scrape_api=scrape_api, versions=versions,
         )

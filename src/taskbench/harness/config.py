@@ -125,6 +125,7 @@ class RunConfig:
     rq_worker_ttl: int = 420
     rq_maintenance_interval: int = 600
     huey_worker_type: str = "thread"
+    celery_pool: str = "threads"
     producer_threads: int = 32
     #: the backends' library versions: "lock" (each backend's environment from uv.lock) or a pinned set
     #: of a seed's (pinned/<name>/, the backends it names only)

@@ -213,6 +213,7 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         pgqueuer_heartbeat_timeout=p["pgqueuer_heartbeat_timeout"],
         procrastinate_retry_stalled=p["procrastinate_retry_stalled"], rq_worker_ttl=p["rq_worker_ttl"],
         rq_maintenance_interval=p["rq_maintenance_interval"], huey_worker_type=p["huey_worker_type"],
+        celery_pool=p["celery_pool"],
         producer_threads=p["producer_threads"], phases=case.phases, scrape_api=p["scrape_api"],
         versions=p["versions"],
     )
