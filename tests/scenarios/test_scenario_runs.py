@@ -95,10 +95,11 @@ def test_thread_limits_and_the_blocked_loop(tmp_path: Path, out_dir: Path) -> No
 
 
 def test_queue_cases_run_on_a_seed_s_pinned_versions(tmp_path: Path, out_dir: Path) -> None:
-    """``versions = "article-000"``: the API and the workers of arq, SAQ and FastStream's pub/sub wiring run on
-    seed 000's locked versions (pinned/article-000/uv.lock: arq 0.25.0, saq 0.12.4 with SAQ's own classes,
-    faststream 0.4.7), at the article's concurrency 1 and after the response, beside a case on the lock's; every
-    task accepted runs once, in each environment (pub/sub with its one worker subscribed before the load)."""
+    """``versions = "article-000"``: the API and the workers of arq, SAQ, FastStream's pub/sub wiring and Celery
+    run on seed 000's locked versions (pinned/article-000/uv.lock: arq 0.25.0, saq 0.12.4 with SAQ's own classes,
+    faststream 0.4.7, celery 5.3.6 on its prefork pool), at the article's concurrency 1 and after the response,
+    beside a case on the lock's; every task accepted runs once, in each environment (pub/sub with its one worker
+    subscribed before the load)."""
     path = _scenario(tmp_path, """
         name = "pinned-queues"
         description = "t"
@@ -119,16 +120,20 @@ def test_queue_cases_run_on_a_seed_s_pinned_versions(tmp_path: Path, out_dir: Pa
         [[case]]
         backend = "faststream-pubsub"
         [[case]]
+        backend = "celery"
+        celery_pool = "prefork"
+        [[case]]
         label = "saq on the lock's versions"
         backend = "saq"
         versions = "lock"
     """)
     result = _run(path, out_dir)
     environments = result["environments"]
-    assert set(environments) == {"arq@article-000", "saq@article-000", "faststream-pubsub@article-000", "saq"}
+    assert set(environments) == {"arq@article-000", "saq@article-000", "faststream-pubsub@article-000",
+                                 "celery@article-000", "saq"}
     pinned = environments["saq@article-000"]["packages"]
-    assert (pinned["arq"], pinned["saq"], pinned["faststream"], pinned["redis"]) == ("0.25.0", "0.12.4", "0.4.7",
-                                                                                      "5.0.3")
+    assert (pinned["arq"], pinned["saq"], pinned["faststream"], pinned["celery"], pinned["kombu"], pinned["redis"]) == (
+        "0.25.0", "0.12.4", "0.4.7", "5.3.6", "5.3.6", "5.0.3")
     assert environments["saq"]["packages"]["saq"] != "0.12.4"
     for case in result["cases"]:
         assert case["status"] == "ok", (case["label"], case["failures"])

@@ -23,14 +23,15 @@ def test_the_environment_parameters_name_every_pinned_environment() -> None:
     """An HTTP case's ``environment`` is `servers` or a pinned/<name>/ of server libraries; a queue case's
     ``versions`` is `lock` or a pinned/<name>/ that names the backends it holds (each with its lock)."""
     from taskbench import params
-    from taskbench.harness.processes.envs import pinned_backends, pinned_max_concurrency, pinned_names
+    from taskbench.harness.processes.envs import pinned_backends, pinned_max_concurrency, pinned_names, pinned_requires
 
     servers = tuple(name for name in pinned_names() if not pinned_backends(name))
     queues = tuple(name for name in pinned_names() if pinned_backends(name))
     assert params.get("environment", "http").choices == ("servers", *servers)
     assert params.get("versions", "queue").choices == ("lock", *queues)
     assert "article-004" in servers
-    assert pinned_backends("article-000") == ("arq", "saq", "faststream-pubsub")
+    assert pinned_backends("article-000") == ("arq", "saq", "faststream-pubsub", "celery")
+    assert pinned_requires("article-000") == {"celery": {"celery_pool": "prefork"}}
     assert pinned_max_concurrency("article-000") == {"faststream-pubsub": 1}
     assert pinned_max_concurrency("article-004") == {}
 
@@ -264,7 +265,9 @@ def test_the_shipped_article_profiles() -> None:
         (200, 1), (200, 10)}
     assert [c.params["versions"] for c in resolve("backends-pinned").cases] == [
         "article-000", "lock", "article-000", "article-000", "article-000", "article-000", "article-000",
-        "article-000", "article-000", "lock"]
+        "article-000", "article-000", "lock", "article-000", "article-000"]
+    assert [c.params["celery_pool"] for c in resolve("backends-pinned").cases if c.params["backend"] == "celery"] == [
+        "prefork", "prefork"]
 
 
 def test_the_thread_limit_can_be_set_the_seed_s_way() -> None:

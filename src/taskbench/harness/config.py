@@ -176,7 +176,7 @@ class RunConfig:
     def _check_versions(self) -> None:
         if self.versions == "lock":
             return
-        from taskbench.harness.processes.envs import pinned_backends, pinned_max_concurrency
+        from taskbench.harness.processes.envs import pinned_backends, pinned_max_concurrency, pinned_requires
 
         if self.fault is not None:  # a fault is judged by a backend's promise, read from the lock's versions
             raise ValueError(f"--versions {self.versions} runs no --fault: each backend's promise (what a fault "
@@ -186,6 +186,12 @@ class RunConfig:
         if others:
             raise ValueError(f"--versions {self.versions} holds {', '.join(held)} at a seed's versions "
                              f"(pinned/{self.versions}/pyproject.toml), not {', '.join(others)}")
+        for name, required in pinned_requires(self.versions).items():
+            wrong = {key: value for key, value in required.items() if getattr(self, key, value) != value}
+            if name in self.backends and wrong:
+                given = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in wrong.items())
+                raise ValueError(f"{name} on --versions {self.versions} runs with {given} "
+                                 f"(pinned/{self.versions}/pyproject.toml)")
         for name, most in pinned_max_concurrency(self.versions).items():
             if name in self.backends and self.concurrency > most:
                 raise ValueError(f"--concurrency {self.concurrency}: {name} on --versions {self.versions} runs at most "

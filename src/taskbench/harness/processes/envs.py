@@ -151,6 +151,15 @@ def pinned_backends(name: str) -> tuple[str, ...]:
     return tuple(str(item) for item in held) if isinstance(held, list) else ()
 
 
+def pinned_requires(name: str) -> dict[str, dict[str, object]]:
+    """The settings each backend must run with on a pinned environment's versions (its pyproject's
+    ``[tool.taskbench.requires]``: Celery 5.3.6 on the prefork pool)."""
+    table = _pinned_settings(name).get("requires", {})
+    if not isinstance(table, dict):
+        return {}
+    return {str(backend): dict(values) for backend, values in table.items() if isinstance(values, dict)}
+
+
 def pinned_max_concurrency(name: str) -> dict[str, int]:
     """The highest ``--concurrency`` each backend takes on a pinned environment's versions (its pyproject's
     ``[tool.taskbench.max-concurrency]``: FastStream 0.4's subscriber runs one message at a time)."""
