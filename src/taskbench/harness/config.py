@@ -187,7 +187,11 @@ class RunConfig:
             raise ValueError(f"--versions {self.versions} holds {', '.join(held)} at a seed's versions "
                              f"(pinned/{self.versions}/pyproject.toml), not {', '.join(others)}")
         for name, required in pinned_requires(self.versions).items():
-            wrong = {key: value for key, value in required.items() if getattr(self, key, value) != value}
+            unknown = [key for key in required if not hasattr(self, key)]
+            if unknown:
+                raise ValueError(f"pinned/{self.versions}/pyproject.toml requires {', '.join(unknown)} of {name}: "
+                                 "no such setting")
+            wrong = {key: value for key, value in required.items() if getattr(self, key) != value}
             if name in self.backends and wrong:
                 given = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in wrong.items())
                 raise ValueError(f"{name} on --versions {self.versions} runs with {given} "
