@@ -50,6 +50,22 @@ def test_a_backend_on_a_pinned_set_of_versions_shows_its_library() -> None:
     assert '<td class="l">arq 0.25.0</td>' in page
 
 
+def test_a_backend_shows_the_library_it_runs() -> None:
+    """``faststream-pubsub`` runs FastStream, ``rq-retry`` RQ: the library column names the library, not the backend."""
+    from taskbench.report.html import setup
+
+    result = queue_run()
+    result.environments = {
+        "faststream-pubsub@article-000": {"python": "3.11.7", "packages": {"faststream": "0.4.7", "redis": "5.0.3"}},
+        "rq-retry": {"python": "3.11.7", "packages": {"rq": "3.1.0", "redis": "7.0.1"}},
+        "gone-backend": {"python": "3.11.7", "packages": {"gone-backend": "1.0"}},
+    }
+    page = setup(result)
+    assert '<td class="l">faststream 0.4.7</td>' in page
+    assert '<td class="l">rq 3.1.0</td>' in page
+    assert '<td class="l">gone-backend 1.0</td>' in page  # an older result's name stands for itself
+
+
 def test_a_run_shows_the_drain_curve_the_fault_and_the_versions() -> None:
     page = render(queue_run(fault=True))
     assert "executed tasks/s" in page  # the drain as a curve

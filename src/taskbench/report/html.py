@@ -76,6 +76,17 @@ def header(result: Result) -> str:
     return facts(items)
 
 
+def _library(backend: str) -> str:
+    """The library a backend runs (``faststream-pubsub``: FastStream; ``rq-retry``: RQ), lower case; a name the
+    registry does not know (an older result's) stands for itself."""
+    from taskbench import backends
+
+    try:
+        return backends.info(backend).extra.lower()
+    except backends.UnknownBackendError:
+        return backend.lower()
+
+
 def setup(result: Result) -> str:
     """The run's parameters and every backend's library versions."""
     out = []
@@ -86,7 +97,7 @@ def setup(result: Result) -> str:
         for backend, env in sorted(result.environments.items()):
             found = env.get("packages")
             packages: dict[str, str] = found if isinstance(found, dict) else {}
-            library = backend.split("@")[0].lower()  # "arq@article-000": arq on a pinned set of versions
+            library = _library(backend.split("@")[0])  # "arq@article-000": arq on a pinned set of versions
             main = [f"{k} {v}" for k, v in sorted(packages.items()) if k.lower().startswith(library)]
             every = ", ".join(f"{k} {v}" for k, v in sorted(packages.items(), key=lambda kv: kv[0].lower()))
             rows.append([f'<td class="l">{esc(backend)}</td>', f'<td class="l">{esc(env.get("python", ""))}</td>',
