@@ -78,13 +78,62 @@ def test_the_scripts_order_is_the_drains_order_with_the_ledger_off(tmp_path: Pat
     assert found["agree"] == ["saq > rq"], f"an order of magnitude apart by both measures: {found}"
 
 
+def test_the_table_gives_the_scripts_own_enqueue_and_drain_seconds() -> None:
+    from taskbench.report.parity import markdown
+
+    result = {"tasks_override": 100_000, "sources": [{"name": "saq", "repo": "tobymao/saq", "commit": "fe86758c50",
+              "results": "r", "setup": "s", "shapes": [
+                  {"library": "arq", "tasks": 1000, "concurrency": 10, "published_per_s": None}]}],
+              "rows": [{"source": "saq", "library": "arq", "kind": "script", "round": 0, "tasks": 100_000,
+                        "tasks_per_s": 200.0, "enqueue_s": 18.29, "drain_s": 501.14,
+                        "worker_cpu_us_per_task": 900.0}],
+              "versions": "article-000", "environments": {"arq@article-000": {"packages": {"arq": "0.25.0"}}}}
+    (row,) = summarize(result)
+    assert row["version"] == "0.25.0", "a script-only run names the version from its environment"
+    assert "Versions here: arq 0.25.0 (the pinned environment article-000)." in markdown(result)
+    assert row["script_enqueue_s"]["median"] == 18.29 and row["script_drain_s"]["median"] == 501.14
+    assert row["off"] is None and row["on_off"] is None, "a script-only run has no drain beside it"
+    line = next(x for x in markdown(result).splitlines() if x.startswith("| arq |"))
+    assert line.endswith("| 18.3 · 501.1 |") and "| 100,000, 10 |" in line, line
+
+
+@pytest.mark.slow
+def test_ledger_none_runs_the_script_alone(tmp_path: Path) -> None:
+    from taskbench.harness.commands.parity import run_parity
+    from taskbench.published.shapes import source
+
+    result = run_parity([source("saq")], rounds=1, output=tmp_path, libraries=["saq"], tasks=200, ledger=(),
+                        timeout=300, say=lambda _: None)
+    assert [(r["library"], r["kind"], r["executed"]) for r in result["rows"]] == [("saq", "script", 200)]
+    assert result["rows"][0]["enqueue_s"] > 0 and result["rows"][0]["drain_s"] > 0
+
+
+@pytest.mark.slow
+def test_a_pinned_environment_runs_the_script_on_its_versions(tmp_path: Path) -> None:
+    from taskbench.harness.commands.parity import run_parity
+    from taskbench.published.shapes import source
+
+    result = run_parity([source("saq")], rounds=1, output=tmp_path, libraries=["saq", "arq"], tasks=100, ledger=(),
+                        timeout=300, versions_set="article-000", say=lambda _: None)
+    assert [(r["library"], r["kind"], r["executed"]) for r in result["rows"]] == [("saq", "script", 100),
+                                                                                   ("arq", "script", 100)]
+    assert result["environments"]["arq@article-000"]["packages"]["arq"] == "0.25.0"
+    assert [r["version"] for r in summarize(result)] == ["0.12.4", "0.25.0"]
+    with pytest.raises(ValueError, match="holds arq, saq, faststream-pubsub, celery, not rq"):
+        run_parity([source("saq")], rounds=1, output=tmp_path, libraries=["rq"], tasks=100, ledger=(),
+                   versions_set="article-000", say=lambda _: None)
+
+
 def test_a_wrong_source_or_library_is_one_line() -> None:
     shown = subprocess.run([sys.executable, "-m", "taskbench", "parity", "--help"], capture_output=True, text=True,
                            timeout=60, check=False)
     assert shown.returncode == 0 and "Usage" in shown.stdout and "Traceback" not in shown.stdout + shown.stderr
     for args, expected in ((["--sources", "nope"], "unknown published benchmark 'nope'"),
                            (["--sources", "saq", "--libraries", "huey"], "--libraries: huey in none of the sources"),
-                           (["--ledger", "maybe"], "--ledger must be off, on or both")):
+                           (["--ledger", "maybe"], "--ledger must be off, on, both or none"),
+                           (["--sources", "saq", "--versions", "nope"], "no pinned environment 'nope'"),
+                           (["--sources", "saq", "--libraries", "rq", "--versions", "article-000"],
+                            "the pinned environment 'article-000' holds arq, saq")):
         done = subprocess.run([sys.executable, "-m", "taskbench", "parity", *args], capture_output=True, text=True,
                               timeout=60, check=False)
         assert done.returncode == 2, done.stderr

@@ -20,11 +20,16 @@ def parity(
         min=1, max=20, help="interleaved rounds (script, drain off, drain on; then backwards); medians")] = 3,
     tasks: Annotated[int | None, typer.Option(
         min=10, max=1_000_000, help="tasks per run instead of each benchmark's published count")] = None,
-    ledger: Annotated[str, typer.Option(help="the drain's ledger: off | on | both")] = "both",
-    timeout: Annotated[float, typer.Option(min=10, max=3600, help="seconds a script's drain may take")] = 600.0,
+    ledger: Annotated[str, typer.Option(
+        help="the drain's ledger: off | on | both, or none: the library's script alone, no drain beside it (a "
+             "published benchmark at its published scale)")] = "both",
+    timeout: Annotated[float, typer.Option(min=10, max=7200, help="seconds a script's drain may take")] = 600.0,
     pin: Annotated[str, typer.Option(
         help="core placement: auto (the worker or script alone on one core, Redis on the others), off, or "
              "roles as for `run` (workers, redis, driver)")] = "auto",
+    versions: Annotated[str, typer.Option(
+        help="lock (each library as uv.lock pins it) or a pinned environment of an article's versions "
+             "(pinned/<name>/: article-000 holds arq 0.25.0 and saq 0.12.4)")] = "lock",
     format: Annotated[str, typer.Option("--format", help="markdown | json")] = "markdown",
     source_files: Annotated[list[Path] | None, typer.Option(
         "--from", help="render this parity.json again instead of running (repeat it: several as one)")] = None,
@@ -45,9 +50,9 @@ def parity(
 
     if format not in ("markdown", "json"):
         fail(f"--format must be markdown or json, not {format!r}")
-    modes = {"off": (False,), "on": (True,), "both": (False, True)}.get(ledger)
+    modes = {"off": (False,), "on": (True,), "both": (False, True), "none": ()}.get(ledger)
     if modes is None:
-        fail(f"--ledger must be off, on or both, not {ledger!r}")
+        fail(f"--ledger must be off, on, both or none, not {ledger!r}")
     if source_files:
         results = []
         for path in source_files:
@@ -80,7 +85,8 @@ def parity(
     interrupt_on_signals()
     try:
         result = run_parity(chosen, rounds=rounds, output=output, libraries=wanted, tasks=tasks, ledger=modes,
-                            timeout=timeout, pin=pin, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
+                            timeout=timeout, pin=pin, versions_set=versions,
+                            say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
     except OSError as exc:

@@ -37,17 +37,32 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             row: dict[str, Any] = {"source": source["name"], "library": shape["library"],
                                    "tasks": runs[0].get("tasks") or result.get("tasks_override") or shape["tasks"],
                                    "concurrency": shape["concurrency"], "published_per_s": shape["published_per_s"],
-                                   "version": next((r.get("version") for r in runs if r.get("version")), None)}
+                                   "version": next((r.get("version") for r in runs if r.get("version")), None)
+                                   or _installed(result, shape["library"])}
             for kind in ("script", "off", "on"):
                 mine = [r for r in runs if r["kind"] == kind]
                 row[kind] = spread([r["tasks_per_s"] for r in mine if r.get("tasks_per_s")])
                 row[f"cpu_{kind}"] = spread([r["worker_cpu_us_per_task"] for r in mine
                                              if r.get("worker_cpu_us_per_task")])
+            scripts = [r for r in runs if r["kind"] == "script"]
+            # the script's own two clocks, as SAQ's benchmarks/simple.py prints them ("enqueue N s", "process N s")
+            row["script_enqueue_s"] = spread([r["enqueue_s"] for r in scripts if r.get("enqueue_s") is not None])
+            row["script_drain_s"] = spread([r["drain_s"] for r in scripts if r.get("drain_s") is not None])
             row["on_off"] = _ratio(row["on"], row["off"])
             ratio = _ratio(row["off"], row["script"])
             row["off_vs_script"] = None if ratio is None else ratio - 1
             out.append(row)
     return out
+
+
+def _installed(result: dict[str, Any], library: str) -> str | None:
+    """The library's version in the environment the run used (a script-only run has no drain to name it)."""
+    for key, env in (result.get("environments") or {}).items():
+        if key.split("@")[0] == library and isinstance(env, dict):
+            version = (env.get("packages") or {}).get(library)
+            if version:
+                return str(version)
+    return None
 
 
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -59,9 +74,12 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
             known = sources.setdefault(found["name"], {**found, "shapes": []})
             have = {s["library"] for s in known["shapes"]}
             known["shapes"] += [s for s in found["shapes"] if s["library"] not in have]
+    sets = {r.get("versions", "lock") for r in results}
     return {"sources": list(sources.values()), "rows": [{**row, "tasks": row.get("tasks") or r.get("tasks_override")}
                                                    for r in results for row in r["rows"]],
-            "tasks_override": None, "folders": [r.get("folder") for r in results]}
+            "tasks_override": None, "folders": [r.get("folder") for r in results],
+            "versions": sets.pop() if len(sets) == 1 else "mixed",
+            "environments": {k: v for r in results for k, v in (r.get("environments") or {}).items()}}
 
 
 def _ratio(top: dict[str, float] | None, bottom: dict[str, float] | None) -> float | None:
@@ -115,6 +133,14 @@ def _us(figure: dict[str, float] | None) -> str:
     return "–" if not figure else f"{figure['median']:,.0f}"
 
 
+def _seconds(figure: dict[str, float] | None) -> str:
+    """``18.3 (17.9–19.0)``, or ``–``."""
+    if not figure:
+        return "–"
+    text = f"{figure['median']:,.1f}"
+    return text if figure["runs"] < 2 else f"{text} ({figure['min']:,.1f}–{figure['max']:,.1f})"
+
+
 def markdown(result: dict[str, Any]) -> str:
     """Per source: the table of issue 33 and the rankings side by side, as markdown."""
     rows = summarize(result)
@@ -127,8 +153,8 @@ def markdown(result: dict[str, Any]) -> str:
                   f"Published: {source['results']}; {source['setup']}.", "",
                   "| library | tasks, concurrency | published tasks/s (their machine) | its own script here, tasks/s "
                   "| drain ledger off | ledger on | on ÷ off | worker CPU µs a task: script · off → on "
-                  "| drain off vs script |",
-                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+                  "| drain off vs script | its own script: enqueue s · drain s |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |"]
         for r in mine:
             ratio = "–" if r["on_off"] is None else f"{r['on_off']:.2f}"
             diff = "–" if r["off_vs_script"] is None else f"{r['off_vs_script']:+.0%}"
@@ -136,7 +162,13 @@ def markdown(result: dict[str, Any]) -> str:
             published = "–" if not r["published_per_s"] else f"{r['published_per_s']:,.0f}"
             parts.append(f"| {r['library']} | {r['tasks']:,}, {r['concurrency']} | {published} | "
                          f"{rate_text(r['script'])} | {rate_text(r['off'])} | {rate_text(r['on'])} | {ratio} | "
-                         f"{_us(r['cpu_script'])} · {_us(r['cpu_off'])} → {_us(r['cpu_on'])} | {diff}{flag} |")
+                         f"{_us(r['cpu_script'])} · {_us(r['cpu_off'])} → {_us(r['cpu_on'])} | {diff}{flag} | "
+                         f"{_seconds(r['script_enqueue_s'])} · {_seconds(r['script_drain_s'])} |")
+        named = [f"{r['library']} {r['version']}" for r in mine if r.get("version")]
+        if named:
+            where = result.get("versions", "lock")
+            parts += ["", f"Versions here: {', '.join(named)} "
+                      f"({'uv.lock' if where == 'lock' else f'the pinned environment {where}'})."]
         ranks = {key: ranking(mine, key) for key in ("published", "script", "off", "on")}
         parts += ["", "| rank | published | its own script here | drain ledger off here | drain ledger on here |",
                   "| ---: | --- | --- | --- | --- |"]

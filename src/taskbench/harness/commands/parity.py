@@ -23,7 +23,7 @@ from taskbench.harness.brokers.redis import RunRedis, provide_redis
 from taskbench.harness.commands.drain import _drain_backend, drain_placement
 from taskbench.harness.config import Placement
 from taskbench.harness.keys import delete_run_keys
-from taskbench.harness.processes.envs import ensure_env, versions
+from taskbench.harness.processes.envs import ensure_env, ensure_pinned, environment_key, pinned_backends, versions
 from taskbench.harness.processes.stack import Stack
 from taskbench.published.shapes import Shape, Source
 
@@ -34,17 +34,27 @@ KINDS = ("script", "off", "on")
 
 def run_parity(sources: list[Source], *, rounds: int, output: Path, libraries: list[str] | None = None,
                tasks: int | None = None, ledger: tuple[bool, ...] = (False, True), timeout: float = 600.0,
-               pin: str = "auto", say: Say = print) -> dict[str, Any]:
+               pin: str = "auto", versions_set: str = "lock", say: Say = print) -> dict[str, Any]:
     """Every shape of ``sources`` (only ``libraries``' when given), ``rounds`` interleaved rounds each;
     ``tasks`` replaces the published task counts (a quicker, smaller run); ``ledger``: the drain's
-    modes. Returns (and writes as ``parity.json``) the rows of every run with the sources they mirror."""
+    modes (none: the script alone); ``versions_set``: ``lock`` (each library's environment from uv.lock)
+    or a pinned environment (``pinned/<name>/``: an article's versions) that holds every library chosen.
+    Returns (and writes as ``parity.json``) the rows of every run with the sources they mirror."""
     placement = drain_placement(pin)
+    if versions_set != "lock":
+        held = pinned_backends(versions_set)  # a ValueError naming the known sets for an unknown one
+        chosen = {s.library for source in sources for s in source.shapes if not libraries or s.library in libraries}
+        missing = sorted(chosen - set(held))
+        if missing:
+            raise ValueError(f"the pinned environment {versions_set!r} holds {', '.join(held) or 'no queue library'}, "
+                             f"not {', '.join(missing)}")
     out = output / f"parity-{uuid.uuid4().hex[:8]}"
     out.mkdir(parents=True, exist_ok=True)
     kinds = ["script"] + [("on" if mode else "off") for mode in ledger]
     rows: list[dict[str, Any]] = []
     environments: dict[str, Any] = {}
     result: dict[str, Any] = {"sources": [_source_record(s) for s in sources], "rounds": rounds,
+                              "versions": versions_set,
                               "tasks_override": tasks, "rows": rows, "environments": environments,
                               "folder": str(out)}
     with provide_redis(None, out, cpus=placement.redis, say=say) as redis:
@@ -53,8 +63,8 @@ def run_parity(sources: list[Source], *, rounds: int, output: Path, libraries: l
                 if libraries and shape.library not in libraries:
                     continue
                 meta = backends.info(shape.library)
-                python = ensure_env(meta.extra)
-                environments.setdefault(meta.extra, versions(str(python)))
+                python = ensure_env(meta.extra) if versions_set == "lock" else ensure_pinned(versions_set)
+                environments.setdefault(environment_key(meta.extra, versions_set), versions(str(python)))
                 count = tasks or shape.tasks
                 for round_ in range(rounds):
                     for kind in (kinds if round_ % 2 == 0 else kinds[::-1]):
