@@ -1,6 +1,7 @@
 """SAQ: N no-op jobs enqueued, then one worker drains them.
 
-The shape of SAQ's own benchmarks/simple.py ``bench_saq`` (1,000 jobs gathered all at once, a worker of
+The shape of SAQ's own benchmarks/simple.py ``bench_saq`` (1,000 jobs gathered, 20 at once: the script's
+``asyncio.Semaphore(20)``, the same as its ``bench_arq``; a worker of
 concurrency 10, the drain timed by polling ``queue.count("incomplete")`` every 0.1 s) and of streaq's
 benchmarks/bench_saq.py (20,000 gathered 32 at a time, concurrency 32, ``burst``, ``dequeue_timeout=1``,
 timed from the worker's startup to its shutdown). The commits are in :mod:`taskbench.published.shapes`.

@@ -74,7 +74,8 @@ SOURCES: tuple[Source, ...] = (
         results="benchmarks/README.md (N = 1000, the 'noop' row)",
         setup="hardware not stated; 1,000 tasks, worker concurrency 10 (RQ: one forking worker)",
         shapes=(
-            Shape("saq", 1_000, 10, "gather", "poll", "benchmarks/simple.py bench_saq", published_s=0.40511),
+            Shape("saq", 1_000, 10, "gather", "poll", "benchmarks/simple.py bench_saq", parallel=20,
+                  published_s=0.40511),
             Shape("arq", 1_000, 10, "gather", "burst", "benchmarks/simple.py bench_arq", parallel=20,
                   published_s=5.02181),
             Shape("rq", 1_000, 1, "serial", "burst", "benchmarks/simple.py bench_rq", published_s=15.0959,
