@@ -170,6 +170,19 @@ def test_connection_close_reconnects(port: int) -> None:
     assert _stats(port)["connections"] >= 16
 
 
+def test_without_keepalive_every_request_has_its_own_connection(port: int) -> None:
+    _reset(port)
+    res = _run(port, "/ok", users=3, requests=30, keepalive=False)
+    _check_consistent(res)
+    assert res.ok == 30
+    # ApacheBench without -k: a connection per request, plus the reset's and the stats' own; a user
+    # that connected while the others took the last requests closes its connection unused (at most 2)
+    assert 32 <= _stats(port)["connections"] <= 34
+    _reset(port)
+    kept = _run(port, "/ok", users=3, requests=30)
+    assert kept.ok == 30 and _stats(port)["connections"] == 5, "keep-alive: one connection a user"
+
+
 def test_body_delimited_by_close(port: int) -> None:
     res = _run(port, "/eof", users=2, requests=10)
     _check_consistent(res)

@@ -13,3 +13,11 @@ def test_pace_validation() -> None:
     with pytest.raises(ValueError, match="pace must be in"):
         LoadSpec(pace=-1.0, requests=10)
     assert LoadSpec(pace=0.5, requests=10).split()[0].pace == 0.5
+
+
+def test_keepalive_false_validation() -> None:
+    with pytest.raises(ValueError, match="keepalive false applies to the closed and ramp models"):
+        LoadSpec(model="open", rate=10, keepalive=False, requests=10)
+    with pytest.raises(ValueError, match="keepalive false and a pace"):
+        LoadSpec(keepalive=False, pace=1.0, requests=10)
+    assert LoadSpec(keepalive=False, users=4, requests=10, processes=2).split()[1].keepalive is False

@@ -93,6 +93,11 @@ def test_the_table_gives_the_scripts_own_enqueue_and_drain_seconds() -> None:
     assert "Versions here: arq 0.25.0 (the pinned environment article-000)." in markdown(result)
     assert row["script_enqueue_s"]["median"] == 18.29 and row["script_drain_s"]["median"] == 501.14
     assert row["off"] is None and row["on_off"] is None, "a script-only run has no drain beside it"
+    result["rows"].append({"source": "saq", "library": "arq", "kind": "script", "round": 1, "tasks": 300_000,
+                           "tasks_per_s": None, "enqueue_s": 2.5, "drain_s": None, "executed": 0, "enqueued": 0,
+                           "stage": "enqueue", "error": "redis.exceptions.TimeoutError: Timeout connecting to server"})
+    assert ("Failed: arq's own script, 300,000 tasks, at its enqueue: redis.exceptions.TimeoutError: Timeout "
+            "connecting to server (0 enqueued in 2.5 s).") in markdown(result)
     line = next(x for x in markdown(result).splitlines() if x.startswith("| arq |"))
     assert line.endswith("| 18.3 · 501.1 |") and "| 100,000, 10 |" in line, line
 
@@ -106,6 +111,26 @@ def test_ledger_none_runs_the_script_alone(tmp_path: Path) -> None:
                         timeout=300, say=lambda _: None)
     assert [(r["library"], r["kind"], r["executed"]) for r in result["rows"]] == [("saq", "script", 200)]
     assert result["rows"][0]["enqueue_s"] > 0 and result["rows"][0]["drain_s"] > 0
+
+
+@pytest.mark.slow
+def test_a_library_error_at_enqueue_is_the_runs_result_at_once() -> None:
+    """SAQ 0.12.4 (no connect() before the first enqueue) against a port nothing listens on: the script
+    names the library's error in its JSON line and exits 3 at once, its 50,000 gathered tasks left
+    uncancelled (in Python 3.11 that cancellation takes minutes to hours)."""
+    from taskbench.harness.commands.parity import SCRIPT_FAILED
+    from taskbench.harness.processes.envs import ensure_pinned
+    from taskbench.net import free_port
+
+    python = ensure_pinned("article-000")
+    argv = [str(python), "-m", "taskbench.published.saq_noop", "--redis-url", f"redis://127.0.0.1:{free_port()}/0",
+            "--prefix", "taskbench:parity-t1:", "--tasks", "50000", "--concurrency", "10", "--enqueue", "gather",
+            "--parallel", "20", "--timing", "poll", "--timeout", "30"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == SCRIPT_FAILED, done.stderr[-2000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["stage"] == "enqueue" and row["enqueued"] == 0 and row["tasks_per_s"] is None
+    assert "ConnectionError" in row["error"], row["error"]
 
 
 @pytest.mark.slow

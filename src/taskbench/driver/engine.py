@@ -150,7 +150,7 @@ class Engine:
         else:
             self._row(now)[0] += 1
             self._error(tid, f"http_{status}", now, conn.stage)
-        if conn.close_after:
+        if conn.close_after or not self.spec.keepalive:  # no keep-alive: the user connects anew (ab without -k)
             conn.close()
         elif self.spec.model == "open":
             self._free(conn)

@@ -129,6 +129,10 @@ class LoadSpec:
     ``pace`` (closed and ramp): each user starts a request at most every ``pace`` seconds, as
     Locust's ``constant_pacing`` does (a user answered in 50 ms waits out the rest of the second).
 
+    ``keepalive`` (closed and ramp): each user keeps its connection for its next request (True), or
+    closes it after every answer and connects anew, a TCP handshake a request, as ApacheBench does
+    without ``-k`` (False). Latency counts from the send, after the connect.
+
     Every run is bounded by ``requests`` and/or ``duration`` (whichever first).
     """
 
@@ -137,6 +141,7 @@ class LoadSpec:
     rate: float | None = None
     ramp_per_s: float = 10.0
     pace: float | None = None
+    keepalive: bool = True
     requests: int | None = None
     duration: float | None = None
     processes: int = 1
@@ -168,6 +173,10 @@ class LoadSpec:
             raise ValueError("pace must be in [0, 3600] seconds")
         if self.pace and self.model == "open":
             raise ValueError("pace applies to the closed and ramp models; the open model has a rate")
+        if not self.keepalive and self.model == "open":
+            raise ValueError("keepalive false applies to the closed and ramp models (a user connects anew a request)")
+        if not self.keepalive and self.pace:
+            raise ValueError("keepalive false and a pace: a user that connects anew a request keeps no pace")
         if self.requests is None and self.duration is None and not self.schedule:
             raise ValueError("give requests and/or duration: every load run must be bounded")
         if self.requests is not None and self.requests < 0:

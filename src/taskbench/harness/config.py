@@ -321,7 +321,8 @@ def load_spec(values: Mapping[str, Any]) -> LoadSpec:
     nor ``duration``, 10000 requests (``run`` without either option). A ``rate`` makes the closed model,
     the default, the open one (a closed loop has no rate: ``--rate`` alone would be ignored otherwise).
     """
-    names = ("model", "users", "rate", "ramp", "pace", "requests", "duration", "driver_processes", "timeout")
+    names = ("model", "users", "rate", "ramp", "pace", "keepalive", "requests", "duration", "driver_processes",
+             "timeout")
     got: dict[str, Any] = {name: values.get(name) for name in names}
     for name, value in got.items():
         if value is None:
@@ -333,5 +334,5 @@ def load_spec(values: Mapping[str, Any]) -> LoadSpec:
     if got["rate"] is not None and got["model"] == "closed":  # a rate is arrivals a second: the open model's
         got["model"] = "open"
     return LoadSpec(model=got["model"], users=got["users"], rate=got["rate"], ramp_per_s=got["ramp"],
-                    pace=got["pace"], requests=got["requests"], duration=got["duration"],
+                    pace=got["pace"], keepalive=got["keepalive"], requests=got["requests"], duration=got["duration"],
                     processes=got["driver_processes"], timeout=got["timeout"])

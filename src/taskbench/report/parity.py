@@ -44,7 +44,7 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
                 row[kind] = spread([r["tasks_per_s"] for r in mine if r.get("tasks_per_s")])
                 row[f"cpu_{kind}"] = spread([r["worker_cpu_us_per_task"] for r in mine
                                              if r.get("worker_cpu_us_per_task")])
-            scripts = [r for r in runs if r["kind"] == "script"]
+            scripts = [r for r in runs if r["kind"] == "script" and not r.get("error")]
             # the script's own two clocks, as SAQ's benchmarks/simple.py prints them ("enqueue N s", "process N s")
             row["script_enqueue_s"] = spread([r["enqueue_s"] for r in scripts if r.get("enqueue_s") is not None])
             row["script_drain_s"] = spread([r["drain_s"] for r in scripts if r.get("drain_s") is not None])
@@ -164,6 +164,10 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{rate_text(r['script'])} | {rate_text(r['off'])} | {rate_text(r['on'])} | {ratio} | "
                          f"{_us(r['cpu_script'])} · {_us(r['cpu_off'])} → {_us(r['cpu_on'])} | {diff}{flag} | "
                          f"{_seconds(r['script_enqueue_s'])} · {_seconds(r['script_drain_s'])} |")
+        for r in result["rows"]:
+            if r["source"] == source["name"] and r.get("error"):
+                parts += ["", f"Failed: {r['library']}'s own script, {r['tasks']:,} tasks, at its {r['stage']}: "
+                          f"{r['error']} ({r['enqueued']:,} enqueued in {r['enqueue_s']:.1f} s)."]
         named = [f"{r['library']} {r['version']}" for r in mine if r.get("version")]
         if named:
             where = result.get("versions", "lock")

@@ -70,7 +70,8 @@ def server_argv(python: Path, params: dict[str, Any], port: int) -> list[str]:
 def load_spec(params: dict[str, Any], *, id_prefix: str = "") -> LoadSpec:
     return LoadSpec(
         model=params.get("model", "closed"), users=params.get("users", 100), rate=params.get("rate"),
-        ramp_per_s=params.get("ramp", 10.0), pace=params.get("pace"), requests=params.get("requests"),
+        ramp_per_s=params.get("ramp", 10.0), pace=params.get("pace"), keepalive=params.get("keepalive", True),
+        requests=params.get("requests"),
         duration=params.get("duration"), processes=params.get("driver_processes", 1),
         timeout=params.get("timeout", 30.0), id_prefix=id_prefix,
     )

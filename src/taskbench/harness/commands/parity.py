@@ -28,6 +28,8 @@ from taskbench.harness.processes.stack import Stack
 from taskbench.published.shapes import Shape, Source
 
 Say = Callable[[str], None]
+#: a published script's exit when the library raised (its last line names the error: taskbench.published._shape)
+SCRIPT_FAILED = 3
 #: the kinds of run of a round, in the order of its even rounds (odd rounds run them backwards)
 KINDS = ("script", "off", "on")
 
@@ -117,9 +119,16 @@ def _script(shape: Shape, tasks: int, python: Path, redis: RunRedis, meta: backe
     finally:
         _delete_keys(redis, run_id, meta)
     lines = log.read_text(errors="replace").strip().splitlines()
-    if code != 0 or not lines or not lines[-1].startswith("{"):
+    last = next((line for line in reversed(lines) if line.startswith('{"tasks"')), None)
+    row: dict[str, Any] = json.loads(last) if last else {}
+    if code == SCRIPT_FAILED and row.get("error"):  # the library raised: the run's result, as published
+        say(f"[{shape.library}] its own shape failed at {row['stage']}: {row['error']} "
+            f"({row['enqueued']} of {tasks} enqueued in {row['enqueue_s']:.1f} s)")
+        return {"tasks_per_s": None, "drain_s": None, "enqueue_s": row["enqueue_s"], "executed": 0,
+                "worker_cpu_us_per_task": None, "error": row["error"], "stage": row["stage"],
+                "enqueued": row["enqueued"], "log": str(log)}
+    if code != 0 or not row:
         raise HarnessError(f"the {shape.library} script failed (exit {code}): " + "\n".join(lines[-10:]))
-    row: dict[str, Any] = json.loads(lines[-1])
     return {"tasks_per_s": row["tasks_per_s"], "drain_s": row["drain_s"], "enqueue_s": row["enqueue_s"],
             "executed": row["executed"], "worker_cpu_us_per_task": row["worker_cpu_us_per_task"], "log": str(log)}
 
