@@ -58,8 +58,6 @@ def test_unreachable_redis_is_one_line(out_dir: Path) -> None:
         (["--backends", "faststream", "--broker", "nats", "--broker-url", "nats://127.0.0.1:1"],
          "cannot reach NATS at 127.0.0.1:1"),
         (["--versions", "article-004"], "--versions must be lock or article-000"),
-        (["--versions", "article-000", "--backends", "saq", "--fault", "kill-worker@1"],
-         "--versions article-000 runs no --fault"),
         (["--versions", "article-000", "--backends", "arq,taskiq"],
          "--versions article-000 holds arq, saq, faststream-pubsub, celery at a seed's versions "
          "(pinned/article-000/pyproject.toml), not taskiq"),

@@ -178,9 +178,6 @@ class RunConfig:
             return
         from taskbench.harness.processes.envs import pinned_backends, pinned_max_concurrency, pinned_requires
 
-        if self.fault is not None:  # a fault is judged by a backend's promise, read from the lock's versions
-            raise ValueError(f"--versions {self.versions} runs no --fault: each backend's promise (what a fault "
-                             "may cost it) is that of the lock's versions")
         held = pinned_backends(self.versions)
         others = [name for name in self.backends if name not in held]
         if others:

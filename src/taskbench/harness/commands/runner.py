@@ -499,6 +499,14 @@ class Runner:
         cfg = self.config
         # a restart of the embedded Redis without persistence empties it
         keeps = not (self.broker == "redis" and cfg.redis_url is None and cfg.redis_fsync == "none")
+        if cfg.versions != "lock":
+            # the registry's promises are those of the lock's versions: a fault on a seed's versions is
+            # measured (lost, duplicated, recovery) and judged by nothing
+            return promise_of(name, self.broker, durable=False, broker_keeps=keeps,
+                              why=f"on {cfg.versions}'s versions, whose promise taskbench does not state "
+                                  "(its registry's is the lock's versions')",
+                              settings=cfg.promise_settings(name), fault=cfg.fault.kind if cfg.fault else None,
+                              workers=cfg.workers, concurrency=cfg.concurrency)
         return promise_of(name, self.broker, durable=case.durable, why=case.durability, broker_keeps=keeps,
                           settings=cfg.promise_settings(name), fault=cfg.fault.kind if cfg.fault else None,
                           workers=cfg.workers, concurrency=cfg.concurrency)
