@@ -18,6 +18,13 @@ from taskbench.scenarios import spec
 FAULTS = Path(__file__).parents[2] / "src" / "taskbench" / "scenarios" / "files" / "faults.toml"
 
 
+def test_a_pinned_sets_versions_promise_nothing_whatever_the_registry_says() -> None:
+    lock = promise_of("arq", "redis", durable=True, fault="restart-broker")
+    pinned = promise_of("arq", "redis", durable=True, fault="restart-broker", versions="article-000")
+    assert lock.keeps_accepted and not pinned.keeps_accepted and not pinned.no_duplicates
+    assert "on article-000's versions, whose promise taskbench does not state" in pinned.text
+
+
 def test_a_loss_inside_celerys_brpop_window_passes_and_names_the_window() -> None:
     promise = promise_of("celery", "redis", durable=True, fault="kill-worker")
     verdict = judge(promise, lost=1, duplicated=2, kills=1)

@@ -275,7 +275,8 @@ class Runner:
                          placement=cfg.placement.to_dict(), logs=str(logs),
                          promise_settings=cfg.promise_settings(name))
         delivery = backend.delivery_on(self.broker, case.promise_settings)
-        case.delivery = f"{delivery.guarantee}: {delivery.recovery}"
+        case.delivery = f"{delivery.guarantee}: {delivery.recovery}" + (
+            "" if cfg.versions == "lock" else f" (the lock's versions; on {cfg.versions}'s nothing is judged)")
 
         def say(text: str) -> None:
             self.say(f"[{name}] {text}")
@@ -499,17 +500,9 @@ class Runner:
         cfg = self.config
         # a restart of the embedded Redis without persistence empties it
         keeps = not (self.broker == "redis" and cfg.redis_url is None and cfg.redis_fsync == "none")
-        if cfg.versions != "lock":
-            # the registry's promises are those of the lock's versions: a fault on a seed's versions is
-            # measured (lost, duplicated, recovery) and judged by nothing
-            return promise_of(name, self.broker, durable=False, broker_keeps=keeps,
-                              why=f"on {cfg.versions}'s versions, whose promise taskbench does not state "
-                                  "(its registry's is the lock's versions')",
-                              settings=cfg.promise_settings(name), fault=cfg.fault.kind if cfg.fault else None,
-                              workers=cfg.workers, concurrency=cfg.concurrency)
         return promise_of(name, self.broker, durable=case.durable, why=case.durability, broker_keeps=keeps,
                           settings=cfg.promise_settings(name), fault=cfg.fault.kind if cfg.fault else None,
-                          workers=cfg.workers, concurrency=cfg.concurrency)
+                          workers=cfg.workers, concurrency=cfg.concurrency, versions=cfg.versions)
 
     def _injector(self, stack: Stack, client: Any, settings: Settings, port: int, case: QueueCase,
                   redis: RunRedis) -> tuple[Injector | None, dict[str, LimitRecord]]:

@@ -154,7 +154,7 @@ def _resolved(bound: Bound, workers: int, concurrency: int) -> PromiseBound:
 
 def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool = True, why: str = "",
                settings: Mapping[str, Any] | None = None, fault: str | None = None, workers: int = 1,
-               concurrency: int = 1) -> Promise:
+               concurrency: int = 1, versions: str = "lock") -> Promise:
     """What ``backend`` on ``broker`` promises across a fault, as taskbench configures it: its registry
     entry's :class:`~taskbench.backends.Delivery` on that broker.
 
@@ -165,11 +165,16 @@ def promise_of(backend: str, broker: str, *, durable: bool, broker_keeps: bool =
     (``RunConfig.promise_settings``; left out: the libraries' defaults). ``fault``: the case's fault
     kind, whose bounds apply (None: a worker that dies on its own, judged as a kill); ``workers`` and
     ``concurrency``: the case's, which multiply the bounds that count per worker or per slot.
+    ``versions``: ``lock``, or a pinned set (``--versions``) whose libraries' promises the registry does
+    not state (it states the lock's versions'): there nothing is promised, and a fault is measured only.
     """
     def resolved(bounds: tuple[Bound, ...]) -> list[PromiseBound]:
         return [_resolved(b, workers, concurrency) for b in bounds if b.applies(fault, data_lost=not broker_keeps)]
 
     delivery = backends.info(backend).delivery_on(broker, settings)
+    if versions != "lock":
+        durable, why = False, (f"on {versions}'s versions, whose promise taskbench does not state "
+                               "(its registry's is the lock's versions')")
     if not durable:  # nothing is promised; a window of the library's still says whether it recovers
         kept = promise_bounds.nothing_kept_bounds(why or "the 2xx comes before the task is safe")
         own = (*kept, *(b for b in delivery.all_bounds() if b.figure == promise_bounds.NO_RECOVERY))
