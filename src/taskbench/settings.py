@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -43,12 +43,13 @@ class Settings(BaseSettings):
     )
     ledger_spool: str = Field(
         default="", max_length=4096,
-        description="a folder the harness keeps for the workers' spooled ledger records (taskbench.ledger_spool); "
+        description="a folder the harness keeps for the workers' spooled ledger records "
+                    "(taskbench.ledger.recording.spool); "
                     "set by the harness for the workers it starts")
     ledger_spool_loop: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="spool the records made on a worker's loop too (where the ledger's Redis is not the broker): "
-                    "auto = the backend's measured default (BackendInfo.loop_spool)")
+                    "auto and on = wherever the harness keeps a spool, the same for every backend; off = awaited")
     # worker parameters
     concurrency: int = Field(default=10, ge=1, le=10_000, description="tasks at once per worker")
     shutdown_timeout: float = Field(default=10.0, ge=0.0, le=600.0)
@@ -56,25 +57,12 @@ class Settings(BaseSettings):
         default=60.0, ge=1.0, le=86_400.0,
         description="longest a task may run; also how long a task of a dead worker waits to be retried",
     )
-    saq_retries: int = Field(default=1, ge=1, le=100, description="SAQ's job retries, the first attempt included")
-    pgqueuer_heartbeat_timeout: float = Field(
-        default=30.0, ge=1.0, le=86_400.0,
-        description="PgQueuer's heartbeat_timeout: when a dead worker's job runs again")
-    procrastinate_retry_stalled: bool = Field(
-        default=False, description="Procrastinate's documented periodic retry of stalled jobs")
-    rq_worker_ttl: int = Field(
-        default=420, ge=16, le=86_400,
-        description="RQ's worker_ttl: an idle worker's blocking dequeue returns every worker_ttl - 15 s")
-    rq_maintenance_interval: int = Field(
-        default=600, ge=1, le=86_400,
-        description="RQ's maintenance_interval: seconds between two cleanups of the registries (abandoned jobs)")
-    huey_worker_type: Literal["thread", "process"] = Field(
-        default="thread", description="Huey's consumer worker type (-k): thread or process")
-    celery_pool: Literal["threads", "prefork"] = Field(
-        default="threads", description="Celery's execution pool (-P): threads or prefork")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the backend's library settings as JSON (its package's Options model validates them)")
     producer_threads: int = Field(
         default=32, ge=1, le=1024,
-        description="threads of a synchronous library's producer in the API (celery, dramatiq, rq, huey)")
+        description="threads of a synchronous library's producer in the API (its enqueue blocks)")
     redis_max_connections: int = Field(
         default=256, ge=4, le=100_000,
         description="Redis connections per process; tasks wait for a free one instead of failing",

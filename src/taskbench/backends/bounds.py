@@ -82,48 +82,6 @@ class Bound:
         return f"{self.figure} ({what}): {self.text}"
 
 
-# -- the windows the libraries' source opens (read at the versions locked in uv.lock) -------------------
-
-CELERY_REDIS: Final = (
-    Bound(figure=LOST, faults=KILL_WORKER, tasks=1, per=(PER_KILL,),
-          text="the task fetched at the kill instant: kombu's BRPOP has taken it off the queue and its "
-               "QoS.append (ZADD + HSET into the unacked set) has not run yet, so no visibility timeout "
-               "brings it back; no setting closes this window (kombu has no BLMOVE mode)",
-          source="kombu 5.7 kombu/transport/redis.py Channel._brpop_read -> QoS.append; celery/celery#7950; "
-                 "docs/faults.md"),
-    Bound(figure=LOST, faults=RESTART_BROKER, tasks=1, per=(PER_WORKER,),
-          text="the task whose BRPOP reply was lost with the broker's connection: popped (and in the AOF), "
-               "never delivered, never in the unacked set; one BRPOP is in flight per worker",
-          source="kombu 5.7 kombu/transport/redis.py Channel._brpop_start/_brpop_read; celery/celery#4671; "
-                 "docs/faults.md"),
-)
-
-DRAMATIQ_REDIS: Final = (
-    Bound(figure=LOST, faults=RESTART_BROKER, tasks=2, per=(PER_WORKER, PER_SLOT),
-          text="the messages its consumer had prefetched when the connection broke: the fetch script moved "
-               "them to the worker's ack set, the new consumer forgets them, and only a stopped heartbeat "
-               "(the worker's exit) re-queues them; the prefetch is 2 x worker threads (--concurrency)",
-          source="dramatiq 2.2 dramatiq/worker.py ConsumerThread.run (a new consumer on a connection error), "
-                 "dramatiq/brokers/redis.py _RedisConsumer.__next__, Worker.queue_prefetch; docs/faults.md"),
-)
-
-FASTSTREAM_REDIS: Final = (
-    Bound(figure=NO_RECOVERY, faults=RESTART_BROKER, data_lost=True,
-          text="the restart took the stream and its consumer group; the subscriber creates the group once, "
-               "at its start, so its XREADGROUP never reads again",
-          source="faststream 0.7 faststream/redis/subscriber/usecases/stream_subscriber.py start "
-                 "(xgroup_create); docs/faults.md"),
-)
-
-STREAQ_REDIS: Final = (
-    Bound(figure=NO_RECOVERY, faults=RESTART_BROKER, data_lost=True,
-          text="the restart took streaq's Lua function library, which a worker loads once at its start: "
-               "every enqueue fails ('Function not found') until a worker starts again",
-          source="streaq 7.2 streaq/worker.py Worker (Streaq(..., code=..., replace=True) at start); "
-                 "docs/faults.md"),
-)
-
-
 def data_lost_bound() -> Bound:
     """A restart of a broker without persistence empties it: whatever it held is the loss."""
     return Bound(figure=LOST, faults=RESTART_BROKER, data_lost=True,

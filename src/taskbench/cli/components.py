@@ -25,8 +25,9 @@ from taskbench.procgroup import dump_stacks_on_signal
 
 
 def backends() -> None:
-    """List the backends and the extra that installs each."""
+    """List the backends, their brokers, their promise across a dead worker and their library's settings."""
     from taskbench.backends import REGISTRY
+    from taskbench.backends.options import NoOptions, describe
 
     for meta in REGISTRY.values():
         state = "" if meta.implemented else " (not implemented yet)"
@@ -40,22 +41,25 @@ def backends() -> None:
             for bound in delivery.all_bounds():  # what a fault may cost and keep the promise, and why
                 typer.echo(f"{'':20} bound: {bound.describe()} [source: {bound.source}]")
         for name in meta.promise_settings:  # a setting that changes it: the promise under another value
-            param = params.get(name)
-            other = _other_value(param.type, param.default)
-            if other is None or param.problem(other) is not None:  # RQ's seconds: a wait, never 1
+            other = _other_value(meta.options.model_fields[name].default)
+            if other is None or meta.options.model_fields[name].annotation is not type(other):
                 continue
             delivery = meta.delivery_on(meta.brokers[0], {name: other})
             shown = str(other).lower() if isinstance(other, bool) else other
-            typer.echo(f"{'':17} with {param.flag}={shown}: {delivery.guarantee}: {delivery.recovery}")
+            typer.echo(f"{'':17} with --option {meta.extra}.{name}={shown}: {delivery.guarantee}: "
+                       f"{delivery.recovery}")
+        if meta.options is not NoOptions and meta.name == meta.extra:  # a library's settings, once
+            for key, kind, text in describe(meta.options):
+                typer.echo(f"{'':17} --option {meta.extra}.{key}=  {kind}, {text}")
 
 
-def _other_value(kind: type, default: object) -> object | None:
+def _other_value(default: object) -> object | None:
     """A value of a promise setting other than its default under which the guarantee changes (None: a
     duration, which changes only the wait)."""
-    if kind is bool:
+    if isinstance(default, bool):
         return not default
-    if kind is int:
-        return 3 if default == 1 else 1
+    if isinstance(default, int):
+        return 3 if default == 1 else None
     return None
 
 

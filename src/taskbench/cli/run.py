@@ -74,16 +74,10 @@ def run(
     enqueue_timeout: Annotated[float, params.option("enqueue_timeout")] = params.default("enqueue_timeout"),
     versions: Annotated[str, params.option("versions")] = params.default("versions"),
     fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
-    saq_retries: Annotated[int, params.option("saq_retries")] = params.default("saq_retries"),
-    pgqueuer_heartbeat_timeout: Annotated[float, params.option("pgqueuer_heartbeat_timeout")] = params.default(
-        "pgqueuer_heartbeat_timeout"),
-    procrastinate_retry_stalled: Annotated[bool, params.option("procrastinate_retry_stalled")] = params.default(
-        "procrastinate_retry_stalled"),
-    rq_worker_ttl: Annotated[int, params.option("rq_worker_ttl")] = params.default("rq_worker_ttl"),
-    rq_maintenance_interval: Annotated[int, params.option("rq_maintenance_interval")] = params.default(
-        "rq_maintenance_interval"),
-    huey_worker_type: Annotated[str, params.option("huey_worker_type")] = params.default("huey_worker_type"),
-    celery_pool: Annotated[str, params.option("celery_pool")] = params.default("celery_pool"),
+    option: Annotated[list[str] | None, typer.Option(
+        "--option", "-o", metavar="LIB.KEY=VALUE",
+        help="a library's own setting, e.g. saq.retries=3 or rq.worker_ttl=17; repeat for more. "
+             "`taskbench backends` lists each library's settings, their bounds and defaults (the library's)")] = None,
     producer_threads: Annotated[int, params.option("producer_threads")] = params.default("producer_threads"),
     scenario: Annotated[str | None, typer.Option(
         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options")] = None,
@@ -145,10 +139,7 @@ def run(
                    broker_url=broker_url, allow_fault_on_target=allow_fault_on_target, output=output,
                    drain_timeout=params.default("drain_timeout") if drain_timeout is None else drain_timeout,
                    drain_stall=drain_stall, first_execution=first_execution,
-                   keep=keep, promise_settings={
-                       "saq_retries": saq_retries, "pgqueuer_heartbeat_timeout": pgqueuer_heartbeat_timeout,
-                       "procrastinate_retry_stalled": procrastinate_retry_stalled, "rq_worker_ttl": rq_worker_ttl,
-                       "rq_maintenance_interval": rq_maintenance_interval})
+                   keep=keep, options=option or [])
         return
     if any((library, worker_cmd, api_cmd, worker_pid is not None, allow_fault_on_target, not id_header)):
         fail("--library, --worker-cmd, --api-cmd, --worker-pid, --allow-fault-on-target and --no-id-header apply to "
@@ -159,6 +150,7 @@ def run(
     if profile is not None:
         fail("--profile applies to a scenario: give --scenario NAME as well")
 
+    from taskbench.backends import options as library_options
     from taskbench.harness.commands.runner import Runner
     from taskbench.harness.config import Placement, RunConfig, load_spec
     from taskbench.harness.faults.kinds import Fault, delay_of
@@ -191,9 +183,7 @@ def run(
             api_port=api_port, placement=Placement.parse(pin), http_metrics=http_metrics,
             idempotency=idempotency, task_timeout=task_timeout, enqueue_timeout=enqueue_timeout,
             fault=Fault.parse(fault) if fault else None, restart_workers=restart_workers,
-            saq_retries=saq_retries, pgqueuer_heartbeat_timeout=pgqueuer_heartbeat_timeout,
-            procrastinate_retry_stalled=procrastinate_retry_stalled, rq_worker_ttl=rq_worker_ttl,
-            rq_maintenance_interval=rq_maintenance_interval, huey_worker_type=huey_worker_type, celery_pool=celery_pool,
+            options=library_options.parse(option or []),
             producer_threads=producer_threads, payload=payload, with_packages=tuple(with_packages or ()),
             task_paths=tuple(task_paths or ()), soak=soak_spec, scrape_api=scrape_api, versions=versions,
         )

@@ -13,7 +13,7 @@ def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payl
                api_cmd: str | None, fault: str | None, broker_url: str | None, allow_fault_on_target: bool,
                output: Path,
                drain_timeout: float, drain_stall: float, first_execution: float, keep: bool,
-               promise_settings: dict[str, Any]) -> None:
+               options: list[str]) -> None:
     """Build the target's config (every mistake one line, before anything starts), run it, print the table."""
     from rich.console import Console
     from rich.markup import escape
@@ -41,8 +41,7 @@ def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payl
             from taskbench.payload import read
 
             template = read(payload)
-        settings = {k: v for k, v in promise_settings.items()
-                    if library is not None and k in _promise_names(library)}
+        settings = _promise_settings(library, options)
         config = TargetConfig(url=target, load=load_spec(load), ledger_url=redis_url or DEFAULT_LEDGER_URL,
                               payload=template, id_header=id_header, library=library, enqueue_mode=enqueue_mode,
                               worker_cmd=worker_cmd, worker_pid=worker_pid, api_cmd=api_cmd, fault=on_target,
@@ -55,7 +54,20 @@ def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payl
     _finish(runner, console, render, output)
 
 
-def _promise_names(library: str) -> tuple[str, ...]:
+def _promise_settings(library: str | None, given: list[str]) -> dict[str, Any]:
+    """The values of ``--option`` that change the promise of ``library`` (the service's queue library);
+    an option for another library is a mistake, said in one line."""
     from taskbench import backends
+    from taskbench.backends import options as library_options
 
-    return tuple(backends.info(library).promise_settings)
+    parsed = library_options.parse(given)
+    if library is None:
+        if parsed:
+            raise ValueError("--option with --target: give --library too, the queue library your service uses")
+        return {}
+    meta = backends.info(library)
+    others = sorted(set(parsed) - {meta.extra})
+    if others:
+        raise ValueError(f"--option {others[0]}.*: your service's library is {meta.extra} (--library {library})")
+    values = library_options.validate(meta.extra, meta.options, parsed.get(meta.extra, {}))
+    return {name: getattr(values, name) for name in meta.promise_settings}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from taskbench import params
+from taskbench.backends.options import LibraryOptions
 from taskbench.driver import LoadSpec
 from taskbench.harness.brokers.base import redact
 from taskbench.harness.faults.kinds import Fault
@@ -118,14 +120,9 @@ class RunConfig:
     stop_timeout: float = 10.0
     task_timeout: float = 60.0
     enqueue_timeout: float = 5.0
-    #: the library settings that change a backend's promise (params: the libraries' defaults)
-    saq_retries: int = 1
-    pgqueuer_heartbeat_timeout: float = 30.0
-    procrastinate_retry_stalled: bool = False
-    rq_worker_ttl: int = 420
-    rq_maintenance_interval: int = 600
-    huey_worker_type: str = "thread"
-    celery_pool: str = "threads"
+    #: the libraries' own settings: package -> {key: value}, each checked by the package's Options model
+    #: (``--option LIB.KEY=VALUE``; a key left out: the library's default)
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     producer_threads: int = 32
     #: the backends' library versions: "lock" (each backend's environment from uv.lock) or a pinned set
     #: of a seed's (pinned/<name>/, the backends it names only)
@@ -168,6 +165,7 @@ class RunConfig:
             value = getattr(self, item.name)
             if item.name in checked and value is not None:
                 checked[item.name].check(value)
+        self._check_options()
         self._check_versions()
         if 0 < self.scrape_api < MIN_SCRAPE:
             raise ValueError(f"--scrape-api {self.scrape_api:g}: scrape at most every {MIN_SCRAPE:g} s "
@@ -184,13 +182,19 @@ class RunConfig:
             raise ValueError(f"--versions {self.versions} holds {', '.join(held)} at a seed's versions "
                              f"(pinned/{self.versions}/pyproject.toml), not {', '.join(others)}")
         for name, required in pinned_requires(self.versions).items():
-            unknown = [key for key in required if not hasattr(self, key)]
+            if name not in self.backends:
+                continue
+            options = self.library_options(name)
+            unknown = [key for key in required if key not in options.model_fields]
             if unknown:
                 raise ValueError(f"pinned/{self.versions}/pyproject.toml requires {', '.join(unknown)} of {name}: "
                                  "no such setting")
-            wrong = {key: value for key, value in required.items() if getattr(self, key) != value}
-            if name in self.backends and wrong:
-                given = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in wrong.items())
+            wrong = {key: value for key, value in required.items() if getattr(options, key) != value}
+            if wrong:
+                from taskbench import backends
+
+                library = backends.info(name).extra
+                given = ", ".join(f"--option {library}.{key}={value}" for key, value in wrong.items())
                 raise ValueError(f"{name} on --versions {self.versions} runs with {given} "
                                  f"(pinned/{self.versions}/pyproject.toml)")
         for name, most in pinned_max_concurrency(self.versions).items():
@@ -266,11 +270,45 @@ class RunConfig:
 
         return payload.read(self.payload) if self.payload is not None else dict(payload.DEFAULT)
 
-    def promise_settings(self, backend: str) -> dict[str, Any]:
-        """The run's values of the library settings that change ``backend``'s promise."""
+    def library_options(self, backend: str) -> LibraryOptions:
+        """``backend``'s library settings as the run gives them, the library's defaults for the rest."""
         from taskbench import backends
 
-        return {name: getattr(self, name) for name in backends.info(backend).promise_settings}
+        meta = backends.info(backend)
+        return meta.library_options(self.options.get(meta.extra))
+
+    def promise_settings(self, backend: str) -> dict[str, Any]:
+        """The run's values of the library settings that change ``backend``'s promise."""
+        options = self.library_options(backend)
+        return {name: getattr(options, name) for name in options.promise_fields}
+
+    def quick_recovery(self) -> dict[str, dict[str, Any]]:
+        """``options`` with each backend's ``quick_recovery`` values under the ones given."""
+        from taskbench import backends
+
+        out = {library: dict(values) for library, values in self.options.items()}
+        for name in self.backends:
+            meta = backends.info(name)
+            out[meta.extra] = {**meta.options.quick_recovery, **out.get(meta.extra, {})}
+        return {library: values for library, values in out.items() if values}
+
+    def options_json(self, backend: str) -> str | None:
+        """``TASKBENCH_OPTIONS`` of ``backend``'s processes: its library's settings that differ from the
+        defaults (None: none)."""
+        changed = self.library_options(backend).changed()
+        return json.dumps(changed, sort_keys=True) if changed else None
+
+    def _check_options(self) -> None:
+        from taskbench import backends
+        from taskbench.backends import options as library_options
+
+        known = backends.libraries()
+        for library, values in self.options.items():
+            if library not in known:
+                listed = ", ".join(sorted(known)) or "none"
+                raise ValueError(f"--option {library}.*: no library {library!r} takes settings; those that do: "
+                                 f"{listed}")
+            library_options.validate(library, known[library], values)  # OptionError: one line
 
     def redelivery_wait(self, backend: str) -> float:
         """Seconds before a dead worker's task of ``backend`` comes back: the task timeout, or the

@@ -209,11 +209,7 @@ def queue_config(case: Case, output: Path, redis_url: str | None) -> Any:
         drain_stall=p["drain_stall"], placement=Placement.parse("auto"),
         limits=case.limits, task_timeout=p["task_timeout"], enqueue_timeout=p["enqueue_timeout"],
         idempotency=p["idempotency"], fault=Fault.parse(p["fault"]) if p["fault"] else None,
-        restart_workers=p["restart_workers"], saq_retries=p["saq_retries"],
-        pgqueuer_heartbeat_timeout=p["pgqueuer_heartbeat_timeout"],
-        procrastinate_retry_stalled=p["procrastinate_retry_stalled"], rq_worker_ttl=p["rq_worker_ttl"],
-        rq_maintenance_interval=p["rq_maintenance_interval"], huey_worker_type=p["huey_worker_type"],
-        celery_pool=p["celery_pool"],
+        restart_workers=p["restart_workers"], options=p["options"] or {},
         producer_threads=p["producer_threads"], phases=case.phases, scrape_api=p["scrape_api"],
         versions=p["versions"],
     )

@@ -213,13 +213,13 @@ class Chooser:
 
     def _fault_config(self, fault: str, rates: dict[str, float | None]) -> RunConfig:
         """The fault matrix's settings (scenarios/files/faults.toml): open load, the fault 2 s in, a 3 s task
-        timeout, RQ's maintenance every 2 s (with its defaults, rq-retry's promise gives a dead worker's jobs
-        2,100 s to come back, and the drain waited for them); the rate is the lowest half-sustainable rate of
+        timeout, each library's quick recovery (``Options.quick_recovery``: with its defaults a library may give a
+        dead worker's jobs half an hour to come back, and the drain would wait for them); the rate is the lowest half-sustainable rate of
         the backends (one load for all of them), at most 300/s, at least 20/s."""
         known = [r / 2 for r in rates.values() if r]
         rate = max(20.0, min([300.0, *known]))
         load = LoadSpec(model="open", rate=rate, users=50, duration=self.budget.fault_duration_s)
         return replace(self.base, load=load, fault=Fault.parse(fault), warmup=20, task_timeout=3.0,
-                       pgqueuer_heartbeat_timeout=3.0, rq_maintenance_interval=2, rq_worker_ttl=17,
+                       options=self.base.quick_recovery(),
                        drain_timeout=40.0, drain_stall=16.0,
                        restart_workers=fault.startswith("restart-broker"))

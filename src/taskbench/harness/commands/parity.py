@@ -25,10 +25,10 @@ from taskbench.harness.config import Placement
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes.envs import ensure_env, ensure_pinned, environment_key, pinned_backends, versions
 from taskbench.harness.processes.stack import Stack
-from taskbench.published.shapes import Shape, Source
+from taskbench.backends.shapes import Shape, Source
 
 Say = Callable[[str], None]
-#: a published script's exit when the library raised (its last line names the error: taskbench.published._shape)
+#: a published script's exit when the library raised (its last line names the error: taskbench.backends._published)
 SCRIPT_FAILED = 3
 #: the kinds of run of a round, in the order of its even rounds (odd rounds run them backwards)
 KINDS = ("script", "off", "on")
@@ -92,7 +92,7 @@ def _source_record(source: Source) -> dict[str, Any]:
 
 def script_argv(shape: Shape, tasks: int, python: Path, redis_url: str, prefix: str, timeout: float) -> list[str]:
     """The command line of ``shape``'s script in the library's environment."""
-    argv = [str(python), "-m", f"taskbench.published.{shape.library}_noop", "--redis-url", redis_url,
+    argv = [str(python), "-m", backends.info(shape.library).published, "--redis-url", redis_url,
             "--prefix", prefix, "--tasks", str(tasks), "--concurrency", str(shape.concurrency),
             "--enqueue", shape.enqueue, "--parallel", str(shape.parallel), "--timing", shape.timing,
             "--timeout", f"{timeout:g}"]
