@@ -1,60 +1,50 @@
-"""The broker registry: every place a broker's facts are needed reads them from here.
+"""The broker registry: every place a broker's facts are needed asks them here, never its name.
 
-A broker is one entry here (its name, what people call it, its default port and URL, the URL schemes
-it takes, how the harness provides it) plus, for a broker the harness can start privately, one
-subclass of :class:`taskbench.harness.brokers.base.PrivateServer`. The settings' ``broker`` choices,
-the CLI's choices and help, the messages of ``/health`` and of the harness, the delay proxy's
-ports and the durability rule all come from :data:`BROKERS`.
+A broker is one module of this package, one subclass of :class:`~.base.Broker`: :mod:`.redis`,
+:mod:`.rabbitmq`, :mod:`.nats`, :mod:`.postgres`. Its class holds its name, label, schemes and default
+port, what the rest of the code asks of it (:attr:`~.base.Broker.can_be_ledger`,
+:attr:`~.base.Broker.private_per_case`, :attr:`~.base.Broker.fault_needs_private`,
+:attr:`~.base.Broker.pauses_itself`, :attr:`~.base.Broker.purge_on_cleanup`), its check and how its
+durability is read and stated (:mod:`.durability` holds the rule of a case). The private server the
+harness starts for it is named by :attr:`~.base.Broker.server` (``"module:attr"``, a
+:class:`taskbench.harness.brokers.base.PrivateServer` subclass imported on use): this package is in the
+bottom, neutral layer (the settings, the API and the workers use it) and imports nothing of the harness.
+
+Use::
+
+    broker = brokers.info(settings.broker)
+    if broker.can_be_ledger: ...            # not: settings.broker == "redis"
+    broker.check(url); broker.read_durability(client=c, url=url)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
-from urllib.parse import urlsplit
 
+from taskbench.brokers.base import Broker
+from taskbench.brokers.durability import Durability
+from taskbench.brokers.nats import Nats
+from taskbench.brokers.postgres import Postgres
+from taskbench.brokers.rabbitmq import RabbitMQ
+from taskbench.brokers.redis import Redis
 
-@dataclass(frozen=True, kw_only=True)
-class BrokerInfo:
-    """What every layer may know of a broker without talking to it."""
+__all__ = ["BROKERS", "DEFAULT", "NAMES", "Broker", "Durability", "UnknownBrokerError", "address", "check_scheme",
+           "describe", "info"]
 
-    name: str  # the value of ``--broker``
-    label: str  # what its users call it, in messages
-    default_port: int
-    schemes: tuple[str, ...]
-    #: the URL of the machine's server when ``--broker-url`` is not given and the harness does not start
-    #: one (None: never assumed; Redis's is ``--redis-url``'s or the embedded one)
-    local_url: str | None = None
-    #: with no ``--broker-url``, the harness starts a private server of its own for the run (the embedded
-    #: Redis, a private PostgreSQL) instead of using a machine's server
-    embedded: bool = False
-    #: the durability is read from the server's configuration (Redis's AOF, PostgreSQL's fsync); else the
-    #: backends' configuration decides it (:data:`taskbench.durability.BY_CONFIGURATION`)
-    reads_durability: bool = False
-
-
-BROKERS: Final[dict[str, BrokerInfo]] = {
-    b.name: b
-    for b in (
-        BrokerInfo(name="redis", label="Redis", default_port=6379, schemes=("redis", "rediss", "unix"),
-                   embedded=True, reads_durability=True),
-        BrokerInfo(name="rabbitmq", label="RabbitMQ", default_port=5672, schemes=("amqp", "amqps"),
-                   local_url="amqp://guest:guest@127.0.0.1:5672/"),
-        BrokerInfo(name="nats", label="NATS", default_port=4222, schemes=("nats", "tls"),
-                   local_url="nats://127.0.0.1:4222"),
-        BrokerInfo(name="postgres", label="PostgreSQL", default_port=5432, schemes=("postgresql", "postgres"),
-                   embedded=True, reads_durability=True),
-    )
-}
+BROKERS: Final[dict[str, Broker]] = {b.name: b for b in (Redis(), RabbitMQ(), Nats(), Postgres())}
 
 NAMES: Final[tuple[str, ...]] = tuple(BROKERS)
+
+#: the broker of a backend that names none, and of a result written before brokers were recorded
+DEFAULT: Final[str] = Redis.name
 
 
 class UnknownBrokerError(ValueError):
     pass
 
 
-def info(name: str) -> BrokerInfo:
+def info(name: str) -> Broker:
+    """The broker called ``name``; an UnknownBrokerError (a ValueError) naming the known ones."""
     found = BROKERS.get(name)
     if found is None:
         raise UnknownBrokerError(f"unknown broker {name!r}; known: {', '.join(NAMES)}")
@@ -63,21 +53,14 @@ def info(name: str) -> BrokerInfo:
 
 def address(name: str, url: str) -> tuple[str, int]:
     """(host, port) of a broker URL, the broker's default port where the URL names none."""
-    parts = urlsplit(url)
-    return parts.hostname or "127.0.0.1", parts.port or info(name).default_port
+    return info(name).address(url)
 
 
 def describe(name: str, url: str) -> str:
     """``PostgreSQL at 127.0.0.1:5432``: how every message names a broker."""
-    host, port = address(name, url)
-    return f"{info(name).label} at {host}:{port}"
+    return info(name).describe(url)
 
 
 def check_scheme(name: str, url: str) -> str | None:
     """Why ``url`` cannot be a ``name`` broker's URL (a wrong scheme), or None."""
-    scheme = urlsplit(url).scheme
-    schemes = info(name).schemes
-    if scheme not in schemes:
-        return (f"--broker-url {scheme or '(no scheme)'}://… is not a {info(name).label} URL "
-                f"(expected {' or '.join(s + '://' for s in schemes)})")
-    return None
+    return info(name).check_scheme(url)

@@ -6,9 +6,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from taskbench import brokers, durability
+from taskbench import brokers
 from taskbench.backends.base import ChecksBroker
-from taskbench.durability import Durability
+from taskbench.brokers.durability import Durability
 
 if TYPE_CHECKING:
     from taskbench.settings import Settings
@@ -36,7 +36,7 @@ class BrokerProbe:
             async with asyncio.timeout(timeout):
                 if isinstance(self.producer, ChecksBroker):
                     await self.producer.check_broker()
-                elif self.settings.broker == "redis":
+                elif brokers.info(self.settings.broker).can_be_ledger:  # a Redis: the client at hand
                     await self.redis.ping()
                 else:
                     host, port = brokers.address(self.settings.broker, self.settings.broker_address)
@@ -50,30 +50,5 @@ class BrokerProbe:
 
     async def durability(self) -> Durability:
         """What the broker's configuration keeps across its restart (Redis, PostgreSQL: as it reports it)."""
-        if self.settings.broker == "postgres":
-            return await postgres_durability(self.settings.broker_address)
-        if self.settings.broker != "redis":
-            return durability.BY_CONFIGURATION[self.settings.broker]
-        try:
-            config = await self.redis.config_get("append*")
-        except Exception:  # CONFIG refused (a managed Redis) or not answering: unknown is not durable
-            return durability.of_redis(None, None)
-        text = {_text(k): _text(v) for k, v in config.items()}
-        return durability.of_redis(text.get("appendonly"), text.get("appendfsync"))
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-async def postgres_durability(url: str) -> Durability:
-    """A PostgreSQL broker's ``fsync`` and ``synchronous_commit``, as the server reports them."""
-    import psycopg
-
-    try:
-        async with await psycopg.AsyncConnection.connect(url, connect_timeout=5) as conn:
-            fsync = (await (await conn.execute("SHOW fsync")).fetchone() or [None])[0]
-            commit = (await (await conn.execute("SHOW synchronous_commit")).fetchone() or [None])[0]
-    except Exception:  # not answering: unknown is not durable
-        return durability.of_postgres(None, None)
-    return durability.of_postgres(fsync, commit)
+        broker = brokers.info(self.settings.broker)
+        return await broker.read_durability_async(client=self.redis, url=self.settings.broker_address)

@@ -26,6 +26,7 @@ import secrets
 import shutil
 import signal
 from pathlib import Path
+from typing import Any
 
 from taskbench.harness import HarnessError
 from taskbench.net import free_port, listening
@@ -62,7 +63,7 @@ class PrivateServer:
     config files and data that :meth:`configure` wrote, so the clients reconnect to the same URL.
     """
 
-    kind = ""  # the broker's name, as in taskbench.brokers.BROKERS
+    kind = ""  # the broker's name, as in taskbench.brokers.BROKERS (whose ``server`` names this class)
     program = ""  # the server's binary, looked up on PATH (and in /usr/sbin)
     #: what :meth:`start_again` proves of the new process (the restart's proof line)
     answers = "listened"
@@ -90,6 +91,12 @@ class PrivateServer:
         self.proc = self._managed(cpus)
 
     # -- what differs per server -----------------------------------------------------------------
+
+    @classmethod
+    def for_broker(cls, folder: Path, cpus: list[int] | None = None, **options: Any) -> PrivateServer:
+        """The broker's private server of a run or a case, its log and data in ``folder``, not started;
+        ``options``: the broker's :attr:`~taskbench.brokers.base.Broker.server_options`."""
+        return cls(folder, cpus, **options)
 
     @classmethod
     def locate(cls) -> str:

@@ -6,13 +6,14 @@ the run in ``nats.conf`` (mode 0600).
 
 from __future__ import annotations
 
+from taskbench.brokers.nats import Nats
 from taskbench.harness.brokers.base import PrivateServer, write_secret
 
 __all__ = ["PrivateNats"]
 
 
 class PrivateNats(PrivateServer):
-    kind = "nats"
+    kind = Nats.name
     program = "nats-server"
     persistence = "JetStream file storage"
 

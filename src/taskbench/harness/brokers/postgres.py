@@ -1,5 +1,5 @@
 """A private PostgreSQL for one run: every PostgreSQL broker without ``--broker-url`` (it is embedded,
-as Redis is), and the checks of a PostgreSQL broker (a login; its fsync/synchronous_commit)."""
+as Redis is). The broker's check and durability are :mod:`taskbench.brokers.postgres`'s (re-exported here)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from taskbench import brokers, durability
-from taskbench.durability import Durability
+from taskbench.brokers.durability import Durability
+from taskbench.brokers.postgres import POSTGRES_DURABILITY, Postgres, check_postgres
 from taskbench.harness import HarnessError
 from taskbench.harness.brokers.base import PrivateServer, write_secret
 from taskbench.harness.processes.envs import ensure_env
@@ -19,37 +19,9 @@ from taskbench.wait import WaitTimeoutError, wait_until
 
 __all__ = ["POSTGRES_DURABILITY", "PrivatePostgres", "check_postgres", "postgres_durability"]
 
-#: the PostgreSQL settings of ``--postgres-durability``: (fsync, synchronous_commit) of the private server
-POSTGRES_DURABILITY = {
-    "fsync": ("on", "on"),  # PostgreSQL's defaults: a commit returns once its WAL is flushed
-    "async-commit": ("on", "off"),  # a crash may lose the last commits (up to 3 × wal_writer_delay)
-    "none": ("off", "off"),  # nothing is flushed: a crash may lose or corrupt anything
-}
-
-
-def check_postgres(url: str, timeout: float = 3.0) -> None:
-    """A login to a PostgreSQL server; its refusal (password, database, not running) in one line."""
-    import psycopg
-
-    where = brokers.describe("postgres", url)
-    try:
-        psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
-    except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise HarnessError(f"cannot use {where}: {first}") from None
-
-
 def postgres_durability(url: str) -> Durability:
     """What the broker PostgreSQL is configured to keep across its crash, as it reports it."""
-    import psycopg
-
-    try:
-        with psycopg.connect(url, connect_timeout=5) as conn:
-            fsync = (conn.execute("SHOW fsync").fetchone() or [None])[0]
-            commit = (conn.execute("SHOW synchronous_commit").fetchone() or [None])[0]
-    except psycopg.Error:
-        return durability.of_postgres(None, None)
-    return durability.of_postgres(fsync, commit)
+    return Postgres().read_durability(url=url)
 
 
 #: where Debian's packages put each major version's programs
@@ -113,7 +85,7 @@ class PrivatePostgres(PrivateServer):
     one (a harness running as root hands it to the ``postgres`` user, who could not enter a root-only
     pytest or run folder), kept across a restart and deleted at the stop."""
 
-    kind = "postgres"
+    kind = Postgres.name
     program = "postgres"
     # SIGTERM is PostgreSQL's "smart" shutdown, which waits for every client to leave; SIGINT ("fast")
     # ends their sessions and checkpoints: the workers are stopped by then anyway

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from taskbench.brokers.rabbitmq import RabbitMQ
 from taskbench.harness.brokers.base import PrivateServer, write_secret
 from taskbench.net import free_port
 
@@ -17,7 +18,7 @@ __all__ = ["PrivateRabbit"]
 
 
 class PrivateRabbit(PrivateServer):
-    kind = "rabbitmq"
+    kind = RabbitMQ.name
     program = "rabbitmq-server"
     persistence = "durable queues, persistent messages (Mnesia and message store on disk)"
 

@@ -1,4 +1,7 @@
-"""Redis for a run: the user's server, or private embedded ones on free ports (the ledger's, the broker's)."""
+"""Redis for a run: the user's server, or private embedded ones on free ports (the ledger's, the broker's).
+
+The broker's facts, its check and its durability are :mod:`taskbench.brokers.redis`'s (re-exported here).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +13,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from taskbench import durability
-from taskbench.durability import Durability
+from taskbench.brokers.durability import Durability
+from taskbench.brokers.redis import Redis, check_reachable, describe
 from taskbench.harness import HarnessError
 from taskbench.harness.brokers.base import PrivateServer, redact, write_secret
 from taskbench.harness.processes.envs import ensure_env
@@ -23,57 +25,13 @@ __all__ = ["BIND_ATTEMPTS", "EmbeddedRedis", "RunRedis", "broker_durability", "c
            "find_redis_server", "provide_redis"]
 
 
-def describe(url: str) -> str:
-    """Where a Redis URL points: ``host:port``, or the socket path of a ``unix://`` URL."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"socket {parts.path or '(no path)'}"
-    try:
-        port = parts.port
-    except ValueError:  # a port that is no number, or out of range: check_reachable says so
-        port = None
-    return f"{parts.hostname or '127.0.0.1'}:{port or 6379}"
-
-
-def check_reachable(url: str, timeout: float = 3.0) -> None:
-    """One PING; an unreachable server is reported by host and port (or socket path), not as a traceback,
-    and so is a URL that is not a Redis URL (the URL said with its password masked)."""
-    import redis
-
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
-    except (ValueError, TypeError) as exc:
-        raise HarnessError(f"{redact(url)} is not a Redis URL (redis://[[user]:password@]host[:port][/db], "
-                           f"rediss://… or unix:///path.sock): {exc}") from None
-    try:
-        client.ping()
-    except redis.exceptions.AuthenticationError as exc:
-        raise HarnessError(f"Redis at {describe(url)} refused authentication: {exc}") from None
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        raise HarnessError(f"cannot reach Redis at {describe(url)}: {exc}") from None
-    except redis.exceptions.ResponseError as exc:
-        raise HarnessError(f"Redis at {describe(url)} answered an error: {exc}") from None
-    except (redis.exceptions.RedisError, ValueError) as exc:  # a host name that cannot be encoded, …
-        raise HarnessError(f"cannot use {redact(url)}: {type(exc).__name__}: {exc}") from None
-    finally:
-        client.close()
-
-
 #: tries to start an embedded server, each on a newly chosen port, when its port was taken meanwhile
 BIND_ATTEMPTS = 3
 
 
 def broker_durability(client: Any) -> Durability:
     """What the broker Redis is configured to keep across its restart, as it reports it."""
-    import redis
-
-    try:
-        config = client.config_get("append*")
-    except (redis.exceptions.RedisError, OSError):
-        return durability.of_redis(None, None)
-    text = {str(k.decode() if isinstance(k, bytes) else k): v.decode() if isinstance(v, bytes) else str(v)
-            for k, v in config.items()}
-    return durability.of_redis(text.get("appendonly"), text.get("appendfsync"))
+    return Redis().read_durability(client=client)
 
 
 def find_redis_server() -> str:
@@ -117,7 +75,7 @@ class EmbeddedRedis(PrivateServer):
     server per folder).
     """
 
-    kind = "redis"
+    kind = Redis.name
     program = "redis-server"
     answers = "answered PING"
     stop_timeout = 5.0
@@ -130,7 +88,8 @@ class EmbeddedRedis(PrivateServer):
         super().__init__(log_path.parent, cpus, name=name, log_path=log_path)
 
     @classmethod
-    def for_broker(cls, folder: Path, cpus: list[int] | None = None, *, fsync: str | None = None) -> EmbeddedRedis:
+    def for_broker(cls, folder: Path, cpus: list[int] | None = None, *, fsync: str | None = None,
+                   **_: Any) -> EmbeddedRedis:
         """The broker's embedded server of a run, its log and data in ``folder`` (AOF per ``fsync``)."""
         return cls(folder / "redis-broker.log", cpus, name="redis-broker", fsync=fsync)
 
