@@ -204,46 +204,18 @@ SCHEMA: Final[tuple[Param, ...]] = (
     Param(name="task_timeout", type=float, default=60.0, bounds=(1, 86_400),
           help="longest a task may run; also when a dead worker's task is retried", cli=True, kinds=_Q,
           env="TASK_TIMEOUT"),
-    # -- the library settings that change a backend's promise across a dead worker (docs/backends.md):
-    #    each defaults to the library's own default, so a figure shows what a user who follows the
-    #    library's documentation gets; every result records them (RunConfig) --
-    Param(name="saq_retries", type=int, default=1, bounds=(1, 100),
-          help="SAQ's job retries (saq, saq-postgres), the first attempt included: 1 (SAQ's default) leaves a dead "
-               "worker's job aborted, never run again (at-most-once); 2 or more re-queue it after its heartbeat "
-               "(--task-timeout) passed (at-least-once)", cli=True, kinds=_Q, env="SAQ_RETRIES"),
-    Param(name="pgqueuer_heartbeat_timeout", type=float, default=30.0, bounds=(1, 86_400),
-          help="PgQueuer's heartbeat_timeout (pgqueuer): seconds after its last heartbeat that a dead worker's "
-               "job is taken again by any worker (PgQueuer's default: 30)", cli=True, kinds=_Q,
-          env="PGQUEUER_HEARTBEAT_TIMEOUT", components=("worker",)),
-    Param(name="procrastinate_retry_stalled", type=bool, default=False,
-          help="Procrastinate's documented stalled-job retry (procrastinate): a periodic task retries the jobs "
-               "of workers whose heartbeat is older than --task-timeout (at-least-once); off, the library's "
-               "default, a dead worker's jobs stay doing for good (at-most-once)", cli=True, kinds=_Q,
-          env="PROCRASTINATE_RETRY_STALLED", components=("worker",)),
-    Param(name="rq_worker_ttl", type=int, default=420, bounds=(16, 86_400),
-          help="RQ's worker_ttl (rq, rq-retry; RQ's default 420): an idle worker's blocking dequeue returns, and "
-               "may run the maintenance that handles abandoned jobs, every worker_ttl - 15 s", cli=True, kinds=_Q,
-          env="RQ_WORKER_TTL", components=("worker",)),
-    Param(name="rq_maintenance_interval", type=int, default=600, bounds=(1, 86_400),
-          help="RQ's maintenance_interval (rq, rq-retry; RQ's default 600): seconds between two cleanups of the "
-               "registries, which move a dead worker's expired job to the failed registry (rq) or re-queue it "
-               "(rq-retry)", cli=True, kinds=_Q, env="RQ_MAINTENANCE_INTERVAL", components=("worker",)),
-    Param(name="huey_worker_type", type=str, default="thread", choices=("thread", "process"),
-          help="Huey's consumer worker type (huey; -k, default thread): thread runs a task on the worker "
-               "process's event loop, process in a forked child with a synchronous Redis client", cli=True,
-          kinds=_Q, env="HUEY_WORKER_TYPE", components=("worker",)),
-    Param(name="celery_pool", type=str, default="threads", choices=("threads", "prefork"),
-          help="Celery's execution pool for the celery backend (-P): threads runs a task on the worker process's "
-               "event loop, prefork in forked children with a synchronous Redis client (Celery's own default; "
-               "the article-000 versions need it)", cli=True, kinds=_Q, env="CELERY_POOL", components=("worker",)),
+    # -- a library's own settings: one typed model in its backend package (taskbench.backends.options) --
+    Param(name="options", type=dict,
+          help="the libraries' settings, a table per library ([options.saq] retries = 3); each is checked by the "
+               "library's model (`taskbench backends` lists them)", kinds=_Q, attr=""),
     Param(name="producer_threads", type=int, default=32, bounds=(1, 1024),
-          help="threads that run a synchronous library's enqueue in the API (celery, dramatiq, rq, huey), each "
-               "call bounded by --enqueue-timeout", cli=True, kinds=_Q, env="PRODUCER_THREADS",
+          help="threads that run a synchronous library's enqueue in the API, each call bounded by "
+               "--enqueue-timeout", cli=True, kinds=_Q, env="PRODUCER_THREADS",
           components=("api",)),
     Param(name="versions", type=str, default="lock", choices=("lock", "article-000"),
           help="the libraries' versions: lock (the lock file's, current) or a seed's pinned set (pinned/<name>/: "
                "article-000 is seed 000's arq 0.25.0, saq 0.12.4, faststream 0.4.7 (faststream-pubsub) and celery "
-               "5.3.6 (--celery-pool prefork), for those backends only)",
+               "5.3.6 (--option celery.pool=prefork), for those backends only)",
           cli=True, kinds=_Q),
     Param(name="enqueue_timeout", type=float, default=5.0, bounds=(0.1, 600.0),
           help="seconds the API waits for the broker to take a task; past it the answer is 503, outcome unknown",
@@ -372,6 +344,12 @@ def settings_env(config: object, components: Iterable[str] = COMPONENTS, **given
         if value is None:
             continue
         env[f"TASKBENCH_{param.env}"] = str(value).lower() if isinstance(value, bool) else str(value)
+    # the backend's library settings: RunConfig.options_json (a config without it: the library's defaults)
+    options_json = getattr(config, "options_json", None)
+    if callable(options_json) and given.get("backend") and wanted & {"api", "worker"}:
+        options = options_json(given["backend"])
+        if options:
+            env["TASKBENCH_OPTIONS"] = options
     unknown = set(given) - {p.name for p in SCHEMA if p.env}
     if unknown:
         raise KeyError(f"not a parameter of the processes: {', '.join(sorted(unknown))}")
