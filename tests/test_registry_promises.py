@@ -42,12 +42,9 @@ def test_a_broker_without_persistence_keeps_nothing_whatever_the_library() -> No
 
 def test_a_library_setting_changes_the_promise_and_defaults_to_the_library() -> None:
     """SAQ's retries and Procrastinate's stalled-job task decide whether a dead worker's task runs again;
-    their parameters default to the libraries' own (at-most-once), and the verdict follows the value."""
-    from taskbench import params
-
-    assert params.default("saq_retries") == 1 and params.default("procrastinate_retry_stalled") is False
-    for name, setting, on in (("saq", "saq_retries", 3), ("saq-postgres", "saq_retries", 2),
-                              ("procrastinate", "procrastinate_retry_stalled", True)):
+    their options default to the libraries' own (at-most-once), and the verdict follows the value."""
+    for name, setting, on in (("saq", "retries", 3), ("saq-postgres", "retries", 2),
+                              ("procrastinate", "retry_stalled", True)):
         meta = backends.info(name)
         assert setting in meta.promise_settings
         assert meta.delivery_on(meta.brokers[0]).guarantee == backends.AT_MOST_ONCE, name
@@ -56,38 +53,66 @@ def test_a_library_setting_changes_the_promise_and_defaults_to_the_library() -> 
         assert not off.keeps_accepted and off.no_duplicates
         kept = promise_of(name, meta.brokers[0], durable=True, settings={setting: on})
         assert kept.keeps_accepted and not kept.no_duplicates
-    pgqueuer = backends.info("pgqueuer").delivery_on("postgres", {"pgqueuer_heartbeat_timeout": 7.0})
+    pgqueuer = backends.info("pgqueuer").delivery_on("postgres", {"heartbeat_timeout": 7.0})
     assert pgqueuer.guarantee == backends.AT_LEAST_ONCE and pgqueuer.after == 7.0 and "7 s" in pgqueuer.recovery
-    # every promise setting is a run parameter a scenario case and the command line take
+    # every promise setting is a field of its library's options model, with the library's default
     for name in backends.available(unsafe=True):
-        for setting in backends.info(name).promise_settings:
-            param = params.get(setting)
-            assert param.cli and "queue" in param.kinds and param.env, setting
+        meta = backends.info(name)
+        for setting in meta.promise_settings:
+            assert setting in meta.options.model_fields, (name, setting)
+
+
+def test_a_library_option_is_checked_by_its_model_in_one_line(tmp_path) -> None:
+    """``--option LIB.KEY=VALUE``: a known key's value converted by the library's model; an unknown library,
+    an unknown key or a bad value is one line naming the library and the setting."""
+    import re
+
+    import pytest
+
+    from taskbench.backends import options
+    from taskbench.harness.config import RunConfig
+
+    parsed = options.parse(["saq.retries=3", "rq.worker_ttl=17", "rq.maintenance_interval=2"])
+    assert parsed == {"saq": {"retries": "3"}, "rq": {"worker_ttl": "17", "maintenance_interval": "2"}}
+    config = RunConfig(backends=("saq", "rq"), options=parsed, output=tmp_path)
+    assert config.promise_settings("saq") == {"retries": 3}
+    assert config.promise_settings("rq") == {"worker_ttl": 17, "maintenance_interval": 2}
+    assert config.options_json("saq") == '{"retries": 3}' and config.options_json("arq") is None
+    for given, message in ((["saq.retries=0"], "saq.retries: Input should be greater than or equal to 1"),
+                           (["saq.retry=3"], "saq has no setting 'retry'; its settings: retries"),
+                           (["saq.retries=many"], "saq.retries: Input should be a valid integer"),
+                           (["nope.x=1"], "no library 'nope' takes settings"),
+                           (["huey.worker_type=fiber"], "huey.worker_type: Input should be 'thread' or 'process'")):
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            RunConfig(backends=("saq",), options=options.parse(given), output=tmp_path)
+    for bad in ("saq.retries", "retries=3", ".x=1", "saq.=1"):
+        with pytest.raises(options.OptionError, match="write LIB.KEY=VALUE"):
+            options.parse([bad])
 
 
 def test_the_drain_waits_for_a_redelivery_set_by_the_library(tmp_path) -> None:
     from taskbench.harness.config import RunConfig
 
-    config = RunConfig(backends=("pgqueuer", "arq"), task_timeout=3.0, pgqueuer_heartbeat_timeout=20.0,
+    config = RunConfig(backends=("pgqueuer", "arq"), task_timeout=3.0, options={"pgqueuer": {"heartbeat_timeout": 20.0}},
                        output=tmp_path)
     assert config.redelivery_wait("pgqueuer") == 20.0 and config.redelivery_wait("arq") == 3.0
-    assert config.promise_settings("pgqueuer") == {"pgqueuer_heartbeat_timeout": 20.0}
+    assert config.promise_settings("pgqueuer") == {"heartbeat_timeout": 20.0}
     assert config.promise_settings("arq") == {}
 
 
 def test_rq_and_huey_promise_what_their_source_does() -> None:
     """RQ without Retry fails an abandoned job, with Retry re-runs it after its TTL and the next maintenance
     (RQ's defaults: 600 s and a worker TTL of 420 s); Huey's BRPOP loses what a killed worker had taken."""
-    from taskbench import params
+    from taskbench.backends.rq import Options
 
-    assert params.default("rq_maintenance_interval") == 600 and params.default("rq_worker_ttl") == 420
+    assert Options().maintenance_interval == 600 and Options().worker_ttl == 420
     rq, retry, huey = (backends.info(n).delivery_on("redis") for n in ("rq", "rq-retry", "huey"))
     assert rq.guarantee == backends.AT_MOST_ONCE and "failed registry" in rq.recovery
     # the started jobs: TTL + a maintenance interval + an idle dequeue; a job taken off the queue but not
     # started (RQ's intermediate queue): a maintenance 60 s or more later, + another idle dequeue
     assert retry.guarantee == backends.AT_LEAST_ONCE and retry.after == 90 + (600 + 405) + (600 + 405)
     assert "intermediate queue" in retry.recovery
-    quick = backends.info("rq-retry").delivery_on("redis", {"rq_maintenance_interval": 2, "rq_worker_ttl": 17})
+    quick = backends.info("rq-retry").delivery_on("redis", {"maintenance_interval": 2, "worker_ttl": 17})
     assert quick.after == 90 + (2 + 2) + (60 + 2) and "2 s" in quick.recovery
     assert huey.guarantee == backends.AT_MOST_ONCE and "BRPOP" in huey.recovery
     assert backends.info("rq").remembers_ids and not backends.info("huey").remembers_ids

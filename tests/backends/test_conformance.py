@@ -75,7 +75,7 @@ class Case:
 
 
 #: the wirings a setting chooses, each run by the whole suite beside the backend's default one
-VARIANTS = [Case("celery", "redis", variant=(("celery_pool", "prefork"),))]
+VARIANTS = [Case("celery", "redis", variant=(("pool", "prefork"),))]  # the library options of the variant
 
 
 def cases() -> list[Case]:
@@ -101,8 +101,13 @@ SLOW_TASK_TIMEOUT = 5
 #: how long the SIGKILL test watches an at-most-once backend's killed tasks for a run that its promise rules
 #: out (the at-least-once ones come back within SLOW_TASK_TIMEOUT; RQ's own 60 s is rq-retry's case)
 AT_MOST_ONCE_WATCH = 2 * SLOW_TASK_TIMEOUT
-RE_RUN = {"saq_retries": 3, "procrastinate_retry_stalled": "true", "pgqueuer_heartbeat_timeout": SLOW_TASK_TIMEOUT,
-          "rq_worker_ttl": 16, "rq_maintenance_interval": 1}
+RE_RUN = {"saq": {"retries": 3}, "procrastinate": {"retry_stalled": True},
+          "pgqueuer": {"heartbeat_timeout": SLOW_TASK_TIMEOUT}, "rq": {"worker_ttl": 16, "maintenance_interval": 1}}
+
+
+def re_run(case: Case) -> dict[str, object]:
+    """The library options of ``case``'s fault stack: RE_RUN's for its library, then its variant's."""
+    return {**RE_RUN.get(case.meta.extra, {}), **dict(case.variant)}
 
 class Stack:
     """The API and the workers of one case, started and stopped by the tests."""
@@ -197,7 +202,8 @@ class Stack:
 
 
 def _env(settings: dict[str, object]) -> dict[str, str]:
-    return {f"TASKBENCH_{k.upper()}": str(v) for k, v in settings.items()}
+    """TASKBENCH_* variables; a dict (the library's options) as the JSON the processes read."""
+    return {f"TASKBENCH_{k.upper()}": json.dumps(v) if isinstance(v, dict) else str(v) for k, v in settings.items()}
 
 
 @contextmanager
@@ -293,10 +299,10 @@ def stacks(case: Case, python: str, redis_url: str, broker_redis_url: str,
     """The case's APIs: ``default`` settings, shared by the tests that need nothing else, and
     ``faults`` for the SIGTERM and SIGKILL tests (a slow task, a process pool of two)."""
     variant: dict[str, object] = dict(case.variant)
-    specs: dict[str, dict[str, object]] = {"default": variant}
+    specs: dict[str, dict[str, object]] = {"default": {"options": variant} if variant else {}}
     if case.meta.has_worker:
         specs["faults"] = {"io_delay": SLOW_TASK, "task_timeout": SLOW_TASK_TIMEOUT,
-                           "shutdown_timeout": 5, "processes": 2, **RE_RUN, **variant}
+                           "shutdown_timeout": 5, "processes": 2, "options": re_run(case)}
     with open_stacks(case, python, redis_url, tmp_path_factory.mktemp(case.id), specs,
                      broker_redis_url) as opened:
         yield opened
@@ -419,7 +425,7 @@ def test_sigterm_stops_cleanly(case: Case, request: pytest.FixtureRequest) -> No
     # than this stack's 5 s task timeout (seen on a loaded CI machine, Celery and FastStream-on-NATS at once);
     # exactly-once across the stop is checked on ``ids`` below
     warm_counts = st.wait_executed(warm)
-    again = 2 if case.meta.delivery_on(case.broker, RE_RUN).guarantee == backends.AT_LEAST_ONCE else 1
+    again = 2 if case.meta.delivery_on(case.broker, re_run(case)).guarantee == backends.AT_LEAST_ONCE else 1
     assert set(warm_counts) == set(warm) and all(1 <= n <= again for n in warm_counts.values()), warm_counts
     children = psutil.Process(worker.pid).children(recursive=True)
     ids = _ids("s", 4)
@@ -454,8 +460,7 @@ def test_sigkill_mid_task(case: Case, request: pytest.FixtureRequest) -> None:
     assert st.counts(ids) == {}
     st.kill(victim)
     st.start_worker()
-    settings = {**RE_RUN, "procrastinate_retry_stalled": True}
-    delivery = case.meta.delivery_on(case.broker, settings)
+    delivery = case.meta.delivery_on(case.broker, re_run(case))
     if delivery.guarantee == backends.AT_LEAST_ONCE:
         # a library whose own setting sets when the task comes back (RQ's TTL: past 60 s) is given that long
         counts = st.wait_executed(ids, timeout=max(45, 1.5 * (delivery.after or 0)))
@@ -501,25 +506,27 @@ def test_a_backlog_older_than_the_task_timeout_runs_once(idle_case: Case, redis_
 
 
 def _modules_defining_backend() -> set[str]:
-    """Modules of ``taskbench.backends`` with a top-level ``backend = ...`` (read, not imported)."""
+    """Modules under ``taskbench/backends/<package>/`` with a top-level ``backend = ...`` (read, not imported),
+    as dotted names."""
     found = set()
-    for path in sorted(BACKENDS_DIR.glob("*.py")):
+    for path in sorted(BACKENDS_DIR.glob("*/*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in tree.body:
             targets = (node.targets if isinstance(node, ast.Assign)
                        else [node.target] if isinstance(node, ast.AnnAssign) else [])
             if any(isinstance(t, ast.Name) and t.id == "backend" for t in targets):
-                found.add(path.stem)
+                found.add(f"taskbench.backends.{path.parent.name}.{path.stem}")
     return found
 
 
 def test_every_backend_module_is_registered() -> None:
+    """Every backend module of a package is some declaration's, and every declaration's module exists."""
     modules = _modules_defining_backend()
     assert modules, f"no backend module found in {BACKENDS_DIR}"
-    registered = {meta.module.rsplit(".", 1)[1] for meta in backends.REGISTRY.values()}
+    registered = {meta.module for meta in backends.REGISTRY.values()}
     unregistered = modules - registered
-    assert not unregistered, f"backend modules missing from taskbench.backends.REGISTRY: {unregistered}"
-    assert modules >= {backends.info(name).module.rsplit(".", 1)[1] for name in backends.available(unsafe=True)}
+    assert not unregistered, f"backend modules no package declares (BACKENDS): {unregistered}"
+    assert modules >= {backends.info(name).module for name in backends.available(unsafe=True)}
 
 
 def test_every_broker_a_backend_names_is_known() -> None:

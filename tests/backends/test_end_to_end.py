@@ -117,16 +117,16 @@ def test_a_redis_and_a_postgresql_backend_each_on_its_own_broker(redis_url: str,
 
 
 def test_a_postgresql_restart_is_judged_by_the_registry_promise(redis_url: str, out_dir: Path) -> None:
-    """restart-broker@1 on saq-postgres with --saq-retries 3: the private PostgreSQL is SIGKILLed and started
+    """restart-broker@1 on saq-postgres with --option saq.retries=3: the private PostgreSQL is SIGKILLed and started
     again on its data; an at-least-once backend on fsynced commits keeps every accepted task (duplicates are
     figures). The result records the setting and the promise it gave."""
     from taskbench.harness.faults.kinds import Fault
 
     result = _run(redis_url, out_dir, backends=("saq-postgres",), fault=Fault.parse("restart-broker@1"),
                   load=LoadSpec(users=20, rate=None, duration=3.0, requests=5000), task_timeout=5.0,
-                  restart_workers=True, saq_retries=3)
+                  restart_workers=True, options={"saq": {"retries": 3}})
     case = result["cases"][0]
-    assert case["promise_settings"] == {"saq_retries": 3}
+    assert case["promise_settings"] == {"retries": 3}
     assert case["delivery"].startswith("at-least-once: "), case["delivery"]
     fault = case["fault"]
     assert fault["injected"], fault

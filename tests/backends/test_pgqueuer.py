@@ -1,5 +1,5 @@
 """PgQueuer's pieces that need no server: its floor names the run's schema as the backend does, and
-``--pgqueuer-heartbeat-timeout`` defaults to the library's own heartbeat_timeout.
+``--option pgqueuer.heartbeat_timeout`` defaults to the library's own heartbeat_timeout.
 
 Runs in the pgqueuer environment (the base one has no pgqueuer): one short script.
 """
@@ -15,8 +15,8 @@ from taskbench.harness.processes.envs import ensure_env
 
 SCRIPT = textwrap.dedent("""
     import os
-    from taskbench.backends import _postgres, pgqueuer
-    from taskbench.floors import pgqueuer as floor
+    from taskbench.backends import _postgres
+    from taskbench.backends.pgqueuer import backend as pgqueuer, floor
     from taskbench.settings import Settings
 
     for run in ("manual", "t-pgq-1", "A.b_c", "x" * 64, "test-0123456789ab"):
@@ -24,8 +24,13 @@ SCRIPT = textwrap.dedent("""
         names = pgqueuer.db_settings(Settings(run_id=run))
         assert names.db_schema == names.channel == _postgres.schema(Settings(run_id=run)), names
 
-    from taskbench import params
-    assert params.default("pgqueuer_heartbeat_timeout") == pgqueuer.LIBRARY_HEARTBEAT_TIMEOUT
+    import inspect
+    from datetime import timedelta
+    from pgqueuer.qm import QueueManager
+    from taskbench.backends.pgqueuer import LIBRARY_HEARTBEAT_TIMEOUT, Options
+    assert Options().heartbeat_timeout == LIBRARY_HEARTBEAT_TIMEOUT
+    library = inspect.signature(QueueManager.run).parameters["heartbeat_timeout"].default
+    assert library == timedelta(seconds=LIBRARY_HEARTBEAT_TIMEOUT), library
     print("ok")
 """)
 

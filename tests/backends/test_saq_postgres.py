@@ -14,8 +14,8 @@ from taskbench import backends
 from taskbench.harness.processes.envs import ensure_env
 
 SCRIPT = textwrap.dedent("""
-    from taskbench.backends import _postgres, saq_postgres
-    from taskbench.floors import saq_postgres as floor
+    from taskbench.backends import _postgres
+    from taskbench.backends.saq import backend_postgres as saq_postgres, floor_postgres as floor
     from taskbench.settings import Settings
 
     for run in ("manual", "t-1", "A.b_c", "x" * 64, "20261126T101618-8969-0-saq-postgres"):

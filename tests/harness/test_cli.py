@@ -62,7 +62,7 @@ def test_unreachable_redis_is_one_line(out_dir: Path) -> None:
          "--versions article-000 holds arq, saq, faststream-pubsub, celery at a seed's versions "
          "(pinned/article-000/pyproject.toml), not taskiq"),
         (["--versions", "article-000", "--backends", "celery", "--concurrency", "1"],
-         "celery on --versions article-000 runs with --celery-pool prefork (pinned/article-000/pyproject.toml)"),
+         "celery on --versions article-000 runs with --option celery.pool=prefork (pinned/article-000/pyproject.toml)"),
         (["--versions", "article-000", "--backends", "faststream-pubsub", "--concurrency", "2"],
          "--concurrency 2: faststream-pubsub on --versions article-000 runs at most 1 at a time "
          "(pinned/article-000/pyproject.toml)"),

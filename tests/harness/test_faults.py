@@ -221,7 +221,7 @@ def test_a_fault_due_after_a_short_load_hits_the_backlog_in_the_drain(out_dir: P
     code, out, started = _run(
         ["run", "--backends", "saq", "--output", str(out_dir), "--model", "open", "--rate", "300",
          "--duration", "1", "--users", "10", "--warmup", "0", "--io-delay", "0.04", "--concurrency", "2", "--fault", "restart-broker@2",
-         "--saq-retries", "3"])  # at-least-once (SAQ's default, 1, re-runs nothing)
+         "--option", "saq.retries=3"])  # at-least-once (SAQ's default, 1, re-runs nothing)
     case = json.loads(next(out_dir.glob("*/result.json")).read_text())["cases"][0]
     fault, load = case["fault"], case["load"]
     assert fault["injected"] and fault["during_drain"], fault

@@ -121,7 +121,7 @@ def test_queue_cases_run_on_a_seed_s_pinned_versions(tmp_path: Path, out_dir: Pa
         backend = "faststream-pubsub"
         [[case]]
         backend = "celery"
-        celery_pool = "prefork"
+        options.celery.pool = "prefork"
         [[case]]
         label = "saq on the lock's versions"
         backend = "saq"

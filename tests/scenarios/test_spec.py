@@ -31,7 +31,7 @@ def test_the_environment_parameters_name_every_pinned_environment() -> None:
     assert params.get("versions", "queue").choices == ("lock", *queues)
     assert "article-004" in servers
     assert pinned_backends("article-000") == ("arq", "saq", "faststream-pubsub", "celery")
-    assert pinned_requires("article-000") == {"celery": {"celery_pool": "prefork"}}
+    assert pinned_requires("article-000") == {"celery": {"pool": "prefork"}}
     assert pinned_max_concurrency("article-000") == {"faststream-pubsub": 1}
     assert pinned_max_concurrency("article-004") == {}
 
@@ -266,7 +266,8 @@ def test_the_shipped_article_profiles() -> None:
     assert [c.params["versions"] for c in resolve("backends-pinned").cases] == [
         "article-000", "lock", "article-000", "article-000", "article-000", "article-000", "article-000",
         "article-000", "article-000", "lock", "article-000", "article-000"]
-    assert [c.params["celery_pool"] for c in resolve("backends-pinned").cases if c.params["backend"] == "celery"] == [
+    assert [c.params["options"]["celery"]["pool"] for c in resolve("backends-pinned").cases
+            if c.params["backend"] == "celery"] == [
         "prefork", "prefork"]
 
 
