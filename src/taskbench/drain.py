@@ -14,7 +14,7 @@ shared VM's does by ±30 %) moves both rates alike and their ratio hardly at all
 A round is bounded in count and in time: it ends when every task ran or after ``seconds``, whichever
 comes first. Its steady rate is taken from the 10 % mark to the 90 % mark, each the moment that share of
 the tasks ran or that share of the seconds passed, whichever comes first: a backend that drains a few
-tasks a second (RQ forks a process a task) gets a figure from the tasks it ran in its time.
+tasks a second (a forking library starts a process a task) gets a figure from the tasks it ran in its time.
 """
 
 from __future__ import annotations

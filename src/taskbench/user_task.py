@@ -14,7 +14,7 @@ runs on the worker's event loop, measured around each of its steps (:class:`_Tim
 tasks do while it awaits is not counted. A call that raises is an outcome, not an error of the run: the
 exception is caught, its type recorded as the execution's failure (:func:`taskbench.ledger.failure_name`)
 and the task returns normally to the library, so no library retries it and the ledger counts it once, as
-**failed**. In a forked child (RQ's horse, Huey's process workers) :meth:`UserTask.call_sync` runs it,
+**failed**. In a forked child (a forking library's work horse or process worker) :meth:`UserTask.call_sync` runs it,
 a coroutine function in an event loop of the call's own.
 
 ``python -m taskbench.user_task SPEC`` is the pre-flight check the harness runs in every backend's

@@ -1,4 +1,4 @@
-"""A task run in a forked child of a worker (RQ's work horse, Huey's process workers): no event loop there.
+"""A task run in a forked child of a worker (a forking library's work horse or process workers): no event loop there.
 
 The worker's ``WorkerContext.execute`` belongs to the parent's event loop and its Redis clients, which a
 forked child cannot use. A child runs the task body here instead: the same five workloads, synchronous
@@ -10,8 +10,8 @@ own connection. With the ledger off, the child counts its execution in ``<prefix
 that exits has no batch to flush).
 
 :func:`measured` keeps the task metrics of :meth:`taskbench.workloads.Workloads.run` for the process that
-calls it (a long-lived child, or a parent timing its child); :func:`forked_task` is a pool child's task (Huey's
-process workers, Celery's prefork pool).
+calls it (a long-lived child, or a parent timing its child); :func:`forked_task` is a pool child's task (process
+workers, Celery's prefork pool).
 """
 
 from __future__ import annotations

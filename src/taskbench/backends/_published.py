@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 #: how the drain is timed: the worker's burst mode returning (arq --burst, streaq --burst, saq burst,
-#: rq work(burst=True)), the queue's count of incomplete jobs polled (SAQ's benchmarks/simple.py), or the
+#: a synchronous worker's work(burst=True)), the queue's count of incomplete jobs polled (SAQ's benchmarks/simple.py), or the
 #: last task's finish time (python_queue_benchmark: the start time written before the worker starts,
 #: the end read off the last job's "finished at")
 TIMINGS = ("burst", "poll", "last-finish")
@@ -44,7 +44,7 @@ def options() -> argparse.Namespace:
 
 class Done:
     """The no-op task's only work: count itself and note when it finished (thread-safe: the thread
-    pools of celery, huey and dramatiq call it from several threads)."""
+    pools of the synchronous libraries call it from several threads)."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -74,7 +74,7 @@ class Done:
 
 
 def cpu_seconds() -> float:
-    """This process's CPU time, and its children's that have been waited for (RQ's forked workers)."""
+    """This process's CPU time, and its children's that have been waited for (a forking library's work horses)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 

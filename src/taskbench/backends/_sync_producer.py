@@ -1,6 +1,6 @@
 """The producer of a synchronous library in the async API: its blocking enqueue runs in a bounded thread pool.
 
-Celery (kombu), Dramatiq, RQ and Huey have no async enqueue: called on the API's event loop, each
+The synchronous libraries (Celery's kombu, Dramatiq and the forking Redis queues) have no async enqueue: called on the API's event loop, each
 enqueue would stop every other request for a broker round trip. Each of them runs it here instead:
 
 - in a pool of ``--producer-threads`` threads (``TASKBENCH_PRODUCER_THREADS``), created with the API and

@@ -125,9 +125,11 @@ class BackendInfo:
         return self._module("backend")
 
     @property
-    def floor(self) -> str:
-        """The module of the library's minimal app, as its documentation shows it (``taskbench overhead``)."""
-        return self._module("floor")
+    def floor(self) -> str | None:
+        """The module of the library's minimal app, as its documentation shows it (``taskbench overhead``);
+        None for a wiring that has none (a seed's unsafe one)."""
+        module = self._module("floor")
+        return module if _module_exists(module) else None
 
     @property
     def published(self) -> str:

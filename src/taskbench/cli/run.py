@@ -76,7 +76,7 @@ def run(
     fault: Annotated[str | None, params.option("fault")] = params.default("fault"),
     option: Annotated[list[str] | None, typer.Option(
         "--option", "-o", metavar="LIB.KEY=VALUE",
-        help="a library's own setting, e.g. saq.retries=3 or rq.worker_ttl=17; repeat for more. "
+        help="a library's own setting, e.g. saq.retries=3 or celery.pool=prefork; repeat for more. "
              "`taskbench backends` lists each library's settings, their bounds and defaults (the library's)")] = None,
     producer_threads: Annotated[int, params.option("producer_threads")] = params.default("producer_threads"),
     scenario: Annotated[str | None, typer.Option(

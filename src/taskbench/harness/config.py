@@ -312,7 +312,7 @@ class RunConfig:
 
     def redelivery_wait(self, backend: str) -> float:
         """Seconds before a dead worker's task of ``backend`` comes back: the task timeout, or the
-        library setting that sets it instead (PgQueuer's heartbeat_timeout)."""
+        library setting that sets it instead (``Delivery.after`` under the run's options)."""
         from taskbench import backends
 
         after = backends.info(backend).delivery_on(self.broker_for(backend), self.promise_settings(backend)).after

@@ -77,7 +77,7 @@ def header(result: Result) -> str:
 
 
 def _library(backend: str) -> str:
-    """The library a backend runs (``faststream-pubsub``: FastStream; ``rq-retry``: RQ), lower case; a name the
+    """The library a backend runs (``faststream-pubsub``: FastStream; a variant: its package's), lower case; a name the
     registry does not know (an older result's) stands for itself."""
     from taskbench import backends
 

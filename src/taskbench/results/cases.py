@@ -8,24 +8,12 @@ from pydantic import Field, field_validator
 
 from taskbench.redaction import redact_argv, redact_data, redact_text
 from taskbench.results.api_scrape import ApiScrapeRecord
+from taskbench.results.faults import FaultRecord
+from taskbench.results.limits import Cleanup, LimitAsked, LimitRecord, MetricsCheck
 from taskbench.results.load import BacklogSecond, PhaseRecord, RateSearch
-from taskbench.results.model import (
-    AuditResult,
-    CaseKind,
-    Cleanup,
-    FaultRecord,
-    LimitAsked,
-    LimitRecord,
-    Load,
-    MetricsCheck,
-    Model,
-    RepeatRun,
-    RssRecord,
-    SeriesPoint,
-    Status,
-    Summary,
-)
+from taskbench.results.model import AuditResult, CaseKind, Load, Model, Status
 from taskbench.results.soak import SoakRecord
+from taskbench.results.summary import RepeatRun, RssRecord, SeriesPoint, Summary
 
 SCHEMA_VERSION = 2
 
@@ -92,8 +80,8 @@ class QueueCase(CaseBase):
     unsafe: str = ""
     workers: int = 0
     concurrency: int = 0
-    #: the library settings that change the backend's promise, as the case ran them (``--saq-retries``,
-    #: ``--pgqueuer-heartbeat-timeout``, ``--procrastinate-retry-stalled``; the libraries' defaults unless given)
+    #: the library options that change the backend's promise, as the case ran them (``--option LIB.KEY=VALUE``;
+    #: the libraries' defaults unless given; older files name them ``<library>_<key>``)
     promise_settings: dict[str, Any] = {}
     #: what the backend promised across a dead worker under them: ``guarantee: recovery`` ("" in older files)
     delivery: str = ""

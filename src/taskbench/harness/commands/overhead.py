@@ -5,7 +5,7 @@ backend's environment and driven with the same load by the project's driver:
 
 - ``ceiling``: a bare FastAPI endpoint doing one ``await redis.incr`` (``service/baseline.py``);
 - ``floor``: a bare FastAPI endpoint handing the io/simple task to the library as its documentation
-  shows (``taskbench.floors.<backend>``): no taskbench code, no metrics, no ledger;
+  shows (``floor.py`` of its backend package): no taskbench code, no metrics, no ledger;
 - ``taskbench``: the reference API (``taskbench serve``) with its defaults.
 
 No worker runs: the three measure the request path only (``background`` runs its task in the API
@@ -41,7 +41,7 @@ from taskbench.driver import LoadSpec, RequestTemplate, run_load, run_load_toget
 from taskbench.harness import progress
 from taskbench.harness.brokers import provide_broker
 from taskbench.harness.brokers.redis import provide_redis
-from taskbench.harness.commands.phases import prepare
+from taskbench.harness.case.start import prepare
 from taskbench.harness.commands.runner import stamp, write_result
 from taskbench.harness.config import Placement
 from taskbench.harness.keys import delete_run_keys
@@ -95,6 +95,9 @@ class OverheadConfig:
             raise ValueError(f"--method must be one of {', '.join(METHODS)}, not {self.method!r}")
         if not self.backends:
             raise ValueError("name at least one backend")
+        bare = [name for name in self.backends if backends.info(name).floor is None]
+        if bare:
+            raise ValueError(f"{', '.join(bare)}: no floor (its package has no floor.py): nothing to compare")
         if not 1 <= self.rounds <= 20:
             raise ValueError(f"rounds must be between 1 and 20, got {self.rounds}")
         if not 0 <= self.warmup <= 100_000:

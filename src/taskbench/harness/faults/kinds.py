@@ -152,8 +152,8 @@ def paced_for(load: LoadSpec, fault: Fault | None) -> tuple[LoadSpec, str] | Non
     says so; None when the load needs no pace.
 
     A fault is due T seconds into the load. A closed load bounded only by its number of requests ends
-    whenever the backend is done with them: a fast one (Huey takes 3000 requests in about a second
-    here) would be over, backlog and all, before a kill at 2 s, and the case would measure nothing.
+    whenever the backend is done with them: a fast one (3000 requests in about a second for the
+    fastest here) would be over, backlog and all, before a kill at 2 s, and the case would measure nothing.
     Such a load gets a pace (Locust's ``constant_pacing``, ``LoadSpec.pace``) that spreads its requests
     over ``2 x`` the fault's end: a cap on the rate (``users / pace``) that a backend slower than it never
     meets, so its load is the one asked for. A load with a rate, a duration, a pace or a schedule of its

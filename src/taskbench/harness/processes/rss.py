@@ -1,12 +1,12 @@
 """The resident memory of the processes that run a case's tasks, sampled over the load and the drain.
 
 A task that leaks shows as memory that grows with the tasks run and stays after them: each sample is
-the memory of every process that runs tasks (each worker with all its descendants: pool children, RQ's
-work horses, Huey's process workers; the API for ``background``), summed, read from ``/proc`` every
+the memory of every process that runs tasks (each worker with all its descendants: pool children, forked
+work horses and process workers; the API for ``background``), summed, read from ``/proc`` every
 ``interval`` seconds on a thread of the harness. Each process counts its proportional set size (PSS,
 ``/proc/<pid>/smaps_rollup``): a page shared by a parent and its forked children is divided among them,
 so the sum is the tree's real footprint and one backend's figure compares with another's (summed RSS
-counted a forking worker's shared pages once per child: RQ's ten pool workers showed 900 MB). Where the
+counted a forking worker's shared pages once per child: a pool of ten forking workers showed 900 MB). Where the
 kernel has no ``smaps_rollup`` (before Linux 4.14) the RSS is read instead. Off Linux (no ``/proc``)
 there are no samples.
 
