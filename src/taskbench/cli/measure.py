@@ -82,7 +82,6 @@ def drain(
     --ledger both, two workers at once side by side, one per mode, each round's ratio over the same seconds."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
     from taskbench import backends as registry
     from taskbench.harness import HarnessError
@@ -90,16 +89,7 @@ def drain(
 
     console = Console(stderr=True)
     show_progress(console)
-    modes = {"on": [True], "off": [False], "both": [True, False]}.get(ledger)
-    if repeat is None:  # a median of 3 rounds still moved by ±5 %, of 5 by ±2 % (docs/benchmarks.md)
-        repeat = 5 if ledger == "both" else 1
-    if modes is None:
-        fail(f"--ledger must be on, off or both, not {ledger!r}")
-    if method not in (None, "paired", "alternating"):
-        fail(f"--method must be paired or alternating, not {method!r}")
-    if method == "paired" and ledger != "both":
-        fail("--method paired needs --ledger both (it drains both modes at once)")
-    paired = ledger == "both" and method != "alternating"
+    modes, repeat, paired = _drain_modes(ledger, repeat, method)
     if format not in ("table", "json"):
         fail(f"--format must be table or json, not {format!r}")
     if workload not in ("io/simple", "noop"):
@@ -130,6 +120,30 @@ def drain(
                                      "placement": placement.to_dict(), "backends": ratios, "rows": rows},
                                     indent=1) + "\n")
         return
+    _drain_table(rows, ratios, tasks=tasks, workload=workload, concurrency=concurrency, paired=paired)
+
+
+def _drain_modes(ledger: str, repeat: int | None, method: str | None) -> tuple[list[bool], int, bool]:
+    """``--ledger``, ``--repeat`` and ``--method`` checked together: the ledger modes, the rounds per mode
+    and whether the two modes drain at once."""
+    modes = {"on": [True], "off": [False], "both": [True, False]}.get(ledger)
+    if repeat is None:  # a median of 3 rounds still moved by ±5 %, of 5 by ±2 % (docs/benchmarks.md)
+        repeat = 5 if ledger == "both" else 1
+    if modes is None:
+        fail(f"--ledger must be on, off or both, not {ledger!r}")
+    if method not in (None, "paired", "alternating"):
+        fail(f"--method must be paired or alternating, not {method!r}")
+    if method == "paired" and ledger != "both":
+        fail("--method paired needs --ledger both (it drains both modes at once)")
+    return modes, repeat, ledger == "both" and method != "alternating"
+
+
+def _drain_table(rows: list[dict[str, Any]], ratios: dict[str, dict[str, Any]], *, tasks: int, workload: str,
+                 concurrency: int, paired: bool) -> None:
+    """The drain's rounds as a table on stdout, then each backend's ledger ratio as a sentence."""
+    from rich.console import Console
+    from rich.table import Table
+
     who = ("two worker processes at once, side by side, the ledger on in one and off in the other" if paired
            else "one worker process")
     table = Table(title=f"drain of {tasks} {workload} tasks by {who} (concurrency {concurrency})")

@@ -46,7 +46,7 @@ def parity(
     from rich.markup import escape
 
     from taskbench.published.shapes import SOURCES, source
-    from taskbench.report.parity import markdown, merge
+    from taskbench.report.parity import markdown
 
     if format not in ("markdown", "json"):
         fail(f"--format must be markdown or json, not {format!r}")
@@ -54,18 +54,7 @@ def parity(
     if modes is None:
         fail(f"--ledger must be off, on, both or none, not {ledger!r}")
     if source_files:
-        results = []
-        for path in source_files:
-            try:
-                results.append(json.loads(path.read_text()))
-            except (OSError, ValueError) as exc:
-                fail(f"{path}: not a parity.json ({exc})")
-        try:
-            result = merge(results)
-            text = markdown(result)
-        except (KeyError, TypeError) as exc:
-            fail(f"{', '.join(map(str, source_files))}: not a parity.json (no {exc})")
-        sys.stdout.write((json.dumps(result, indent=1) if format == "json" else text) + "\n")
+        _render_again(source_files, format)
         return
     try:
         chosen = list(SOURCES) if sources == "all" else [source(n.strip()) for n in sources.split(",") if n.strip()]
@@ -95,3 +84,24 @@ def parity(
         fail(INTERRUPTED, code=130)
     sys.stdout.write((json.dumps(result, indent=1) if format == "json" else markdown(result)) + "\n")
     console.print(f"[dim]parity.json and the logs: {escape(result['folder'])}[/]")
+
+
+def _render_again(source_files: list[Path], format: str) -> None:
+    """``--from``: the parity.json files given, merged and written again as markdown or JSON."""
+    import json
+    import sys
+
+    from taskbench.report.parity import markdown, merge
+
+    results = []
+    for path in source_files:
+        try:
+            results.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            fail(f"{path}: not a parity.json ({exc})")
+    try:
+        result = merge(results)
+        text = markdown(result)
+    except (KeyError, TypeError) as exc:
+        fail(f"{', '.join(map(str, source_files))}: not a parity.json (no {exc})")
+    sys.stdout.write((json.dumps(result, indent=1) if format == "json" else text) + "\n")

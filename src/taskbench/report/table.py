@@ -24,20 +24,8 @@ def render(result: Result, console: Console | None = None) -> None:
     console = console or Console()
     if not console.is_terminal:
         console.width = max(console.width, 140)  # piped output: keep one row per case
-    cfg = result.config or {}
-    load = cfg.get("load", {})
-    bound = " or ".join(
-        b for b in (f"{load['requests']} requests" if load.get("requests") else "",
-                    f"{load['duration']:g} s" if load.get("duration") else "") if b
-    )
-    if load.get("schedule"):  # --phases
-        bound = f"{len(load['schedule'])} phases over {sum(s['duration'] for s in load['schedule']):g} s"
-    if cfg.get("rate_search"):  # --find-max-rate: the row is the step at the rate found
-        bound = "the search for the highest sustainable rate (the row: its step at the rate found)"
-    model = "open" if cfg.get("rate_search") else load.get("model")  # the search's steps are open loads
-    title = (f"taskbench {result.run_id}: {cfg.get('workload')}, {model} load, "
-             f"{load.get('users')} users, {bound}")
-    table = Table(title=escape(title), title_justify="left")  # every string of a result file is text, not markup
+    # every string of a result file is text, not markup
+    table = Table(title=escape(_title(result)), title_justify="left")
     columns = [
         ("backend", "left"), ("mode", "left"), ("RPS", "right"), ("median\nms", "right"),
         ("p95\nms", "right"), ("p99\nms", "right"), ("all tasks\nrun in s,\nledger on", "right"),
@@ -59,7 +47,7 @@ def render(result: Result, console: Console | None = None) -> None:
         s = case.summary
         mode = case.enqueue_mode + ("" if case.durable else " *")
         if not case.durable:
-            note = (f"* not durable: {case.durability}" if case.durability else  # files before issue 13: guess
+            note = (f"* not durable: {case.durability}" if case.durability else  # older files lack it: guess
                     "* no durable queue: a 2xx does not prove the task is stored" if not case.has_worker else
                     "* after-response enqueue: the 2xx is sent before the broker has the task")
             if note not in notes:
@@ -84,6 +72,29 @@ def render(result: Result, console: Console | None = None) -> None:
     if cases:  # a run's workers always record every execution: the audit needs it
         console.print("ledger on: each task's worker also wrote its ledger record; `taskbench drain --workload noop "
                       "--ledger both` measures what that costs a task", markup=False)
+    _case_lines(cases, console)
+    render_load(result, console)  # --phases: a row per phase; --find-max-rate: the rate and the steps
+
+
+def _title(result: Result) -> str:
+    """The table's title: the run, its workload and the load's shape and bound."""
+    cfg = result.config or {}
+    load = cfg.get("load", {})
+    bound = " or ".join(
+        b for b in (f"{load['requests']} requests" if load.get("requests") else "",
+                    f"{load['duration']:g} s" if load.get("duration") else "") if b
+    )
+    if load.get("schedule"):  # --phases
+        bound = f"{len(load['schedule'])} phases over {sum(s['duration'] for s in load['schedule']):g} s"
+    if cfg.get("rate_search"):  # --find-max-rate: the row is the step at the rate found
+        bound = "the search for the highest sustainable rate (the row: its step at the rate found)"
+    model = "open" if cfg.get("rate_search") else load.get("model")  # the search's steps are open loads
+    return f"taskbench {result.run_id}: {cfg.get('workload')}, {model} load, {load.get('users')} users, {bound}"
+
+
+def _case_lines(cases: list[QueueCase], console: Console) -> None:
+    """Under the table, per case: what its row cannot show (an unsafe wiring, the audit, a fault, a soak,
+    failures, a saturated driver)."""
     for case in cases:
         who = escape(case.backend)
         if case.unsafe:
@@ -105,7 +116,6 @@ def render(result: Result, console: Console | None = None) -> None:
             reason = (case.load.saturation_reason if case.load else None) or "driver CPU ≥ 90 %"
             console.print(f"[yellow]{who}: the load driver saturated ({escape(reason)}); "
                           "its RPS is a lower bound of the server's[/]")
-    render_load(result, console)  # --phases: a row per phase; --find-max-rate: the rate and the steps
 
 
 def own_task_cells(case: QueueCase) -> list[str]:

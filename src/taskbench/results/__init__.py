@@ -16,30 +16,12 @@ from taskbench.results.cases import (
     ScenarioInfo,
     passed,
 )
+from taskbench.results.faults import BrokerRestart, FaultRecord, FaultSecond, Promise, PromiseBound
+from taskbench.results.limits import Cleanup, LimitAsked, LimitRecord, LimitStats, MetricsCheck
 from taskbench.results.migrate import RANKED_BY, ResultFormatError, load, parse
-from taskbench.results.model import (
-    REFUSED,
-    AuditResult,
-    BrokerRestart,
-    Cleanup,
-    FaultRecord,
-    FaultSecond,
-    LimitAsked,
-    LimitRecord,
-    LimitStats,
-    Load,
-    MetricsCheck,
-    Percentiles,
-    Promise,
-    PromiseBound,
-    RepeatRun,
-    RssRecord,
-    SeriesPoint,
-    Spread,
-    Status,
-    Summary,
-)
+from taskbench.results.model import REFUSED, AuditResult, Load, Percentiles, Status
 from taskbench.results.soak import Growth, SoakRecord
+from taskbench.results.summary import RepeatRun, RssRecord, SeriesPoint, Spread, Summary
 
 __all__ = [
     "OVERHEAD_SERVERS", "RANKED_BY", "REFUSED", "SCHEMA_VERSION", "AuditResult", "BrokerRestart", "Case",
