@@ -170,3 +170,12 @@ def test_grafana_provisioning_points_at_the_dashboard() -> None:
     provider = yaml.safe_load((DEPLOY / "grafana/provisioning/dashboards/taskbench.yml").read_text())
     assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
     assert (DEPLOY / "grafana/dashboards/taskbench.json").is_file()
+
+
+def test_the_compose_file_s_backends_are_rendered_from_their_declarations() -> None:
+    """Every deployed backend's services come from its package's declaration: the file's generated part is
+    what ``python -m taskbench.k8s.compose`` renders today."""
+    from taskbench.k8s import compose
+
+    text = compose.COMPOSE.read_text()
+    assert compose.rewritten(text) == text, "run python -m taskbench.k8s.compose"

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from fastapi import BackgroundTasks
 
+    from taskbench.ledger.recording import Recorder
     from taskbench.messages import TaskMessage
     from taskbench.settings import Settings
     from taskbench.workloads import Workloads
@@ -54,11 +55,11 @@ class WorkerContext:
     settings: Settings
     execute: Execute  # runs the workload and writes the ledger
     ready: Callable[[], Awaitable[None]]  # call once the worker can take tasks
-    #: call when the library's own threads hand the tasks to this loop (:func:`._worker.blocking_execute`)
-    #: (``confirm_later=True``: waiting for a record's reply protects nothing, see ``blocking_execute``)
-    tasks_from_threads: Callable[..., None] = lambda **_: None
-    #: from such a thread: run the task there if its body needs no loop (True), else leave it (False)
-    run_here: Callable[[TaskMessage], bool] = lambda task: False
+    #: how this process records its executions (the ledger's one seam): a library that does not run its tasks on
+    #: this loop says where it does (``recording.tasks_run``) before the first one; None: nothing to tell
+    recording: Recorder | None = None
+    #: from a library's thread: run the task there if its body needs no loop (True), else leave it (False)
+    execute_here: Callable[[TaskMessage], bool] = lambda task: False
 
 
 class Backend(Protocol):

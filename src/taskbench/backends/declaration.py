@@ -110,6 +110,8 @@ class BackendInfo:
     variant: str = ""
     #: the order in ``taskbench backends`` and ``--backends all`` (lower first)
     rank: int = 100
+    #: its API's host port in deploy/docker-compose.yml (0: not deployed, as an unsafe seed wiring)
+    port: int = 0
 
     @property
     def extra(self) -> str:

@@ -308,7 +308,9 @@ class RunConfig:
                 listed = ", ".join(sorted(known)) or "none"
                 raise ValueError(f"--option {library}.*: no library {library!r} takes settings; those that do: "
                                  f"{listed}")
-            library_options.validate(library, known[library], values)  # OptionError: one line
+            problem = library_options.problem(library, known[library], values)
+            if problem:
+                raise library_options.OptionError(f"--option {problem}")
 
     def redelivery_wait(self, backend: str) -> float:
         """Seconds before a dead worker's task of ``backend`` comes back: the task timeout, or the

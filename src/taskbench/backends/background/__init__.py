@@ -5,6 +5,7 @@ from taskbench.backends.declaration import AT_MOST_ONCE, BackendInfo, Delivery
 BACKENDS = (
     BackendInfo(
         name="background",
+        port=8001,
         rank=0,
         summary="FastAPI BackgroundTasks: runs in the API process after the response, no queue",
         durable=False,

@@ -38,6 +38,7 @@ REDIS_BOUNDS: Final = (
 BACKENDS = (
     BackendInfo(
         name="celery",
+        port=8005,
         rank=50,
         summary="Celery: late acks, threads pool beside one event loop per worker process, JSON",
         dashboard="Flower",

@@ -20,6 +20,7 @@ REDIS_BOUNDS: Final = (
 BACKENDS = (
     BackendInfo(
         name="faststream",
+        port=8006,
         rank=30,
         summary="FastStream: competing consumers (Redis stream group, RabbitMQ quorum queue, NATS JetStream)",
         brokers=("redis", "rabbitmq", "nats"),

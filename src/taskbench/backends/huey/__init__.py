@@ -21,6 +21,7 @@ class Options(LibraryOptions):
 BACKENDS = (
     BackendInfo(
         name="huey",
+        port=8025,
         rank=140,
         summary="Huey: RedisHuey, the consumer's thread workers (--option huey.worker_type), no results",
         key_patterns=("huey.*.taskbench.{run_id}", "huey.*.taskbench.{run_id}.*"),

@@ -37,6 +37,7 @@ def _promise(_broker: str, options: Options) -> Delivery:
 BACKENDS = (
     BackendInfo(
         name="pgqueuer",
+        port=8021,
         rank=100,
         summary="PgQueuer: PostgreSQL queue table, LISTEN/NOTIFY, FOR UPDATE SKIP LOCKED, heartbeat_timeout",
         brokers=("postgres",),

@@ -37,6 +37,7 @@ def _promise(_broker: str, options: Options) -> Delivery:
 BACKENDS = (
     BackendInfo(
         name="procrastinate",
+        port=8020,
         rank=90,
         summary="Procrastinate: PostgreSQL jobs table, LISTEN/NOTIFY, worker heartbeats, stalled-job retry "
                 "as documented (opt-in)",

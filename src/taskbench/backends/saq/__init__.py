@@ -40,6 +40,7 @@ def _promise(_broker: str, options: Options) -> Delivery:
 BACKENDS = (
     BackendInfo(
         name="saq",
+        port=8003,
         rank=20,
         summary="SAQ: asyncio worker on Redis lists (BLMOVE), JSON, sweeps and retries stuck jobs",
         key_patterns=("saq:taskbench:{run_id}:*", "saq:job:taskbench:{run_id}:*", "saq:abort:{run_id}:*"),
@@ -49,6 +50,7 @@ BACKENDS = (
     ),
     BackendInfo(
         name="saq-postgres",
+        port=8022,
         rank=110,
         summary="SAQ on PostgreSQL: SAQ's PostgresQueue (SKIP LOCKED dequeue, LISTEN/NOTIFY), JSON",
         brokers=("postgres",),

@@ -6,6 +6,7 @@ from taskbench.backends.shapes import Shape, folded
 BACKENDS = (
     BackendInfo(
         name="taskiq",
+        port=8007,
         rank=60,
         summary="Taskiq: async receiver on a Redis stream consumer group, acks when executed, idle reclaim",
         brokers=("redis", "rabbitmq"),
