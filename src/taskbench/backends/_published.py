@@ -14,8 +14,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
-#: how the drain is timed: the worker's burst mode returning (arq --burst, streaq --burst, saq burst,
-#: a synchronous worker's work(burst=True)), the queue's count of incomplete jobs polled (SAQ's benchmarks/simple.py), or the
+#: how the drain is timed: the worker's burst mode returning (arq --burst, streaq --burst, saq burst, a
+#: synchronous worker's work(burst=True)), the queue's count of incomplete jobs polled (SAQ's
+#: benchmarks/simple.py), or the
 #: last task's finish time (python_queue_benchmark: the start time written before the worker starts,
 #: the end read off the last job's "finished at")
 TIMINGS = ("burst", "poll", "last-finish")

@@ -1,7 +1,8 @@
 """The producer of a synchronous library in the async API: its blocking enqueue runs in a bounded thread pool.
 
-The synchronous libraries (Celery's kombu, Dramatiq and the forking Redis queues) have no async enqueue: called on the API's event loop, each
-enqueue would stop every other request for a broker round trip. Each of them runs it here instead:
+The synchronous libraries (Celery's kombu, Dramatiq, the forking Redis queues) have no async enqueue:
+called on the API's event loop, each enqueue would stop every other request for a broker round trip.
+Each of them runs it here instead:
 
 - in a pool of ``--producer-threads`` threads (``TASKBENCH_PRODUCER_THREADS``), created with the API and
   shut down with it; the library's own connection pool should hold as many connections (a thread that
