@@ -21,7 +21,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from taskbench import params
+from taskbench import brokers
 from taskbench.results import Result
 from taskbench.results.cases import QueueCase
 
@@ -52,25 +52,47 @@ LEGEND = ("cell: status, then err (requests that failed, %), lost / dup (tasks l
           "#N is the case number")
 
 
-_PARAMS = {param.name for param in params.SCHEMA}
-
-
 def row_of(case: QueueCase) -> str:
     """The backend, its broker when not Redis, and the library settings that change its promise where
     the case ran them off their defaults (a row per promise)."""
-    row = case.backend if case.broker == "redis" else f"{case.backend} on {case.broker}"
-    changed = [f"{params.get(name).flag} {str(value).lower() if isinstance(value, bool) else value}"
-               for name, value in case.promise_settings.items()
-               if name in _PARAMS and value != params.default(name)]
-    return ", ".join([row, *changed])
+    row = case.backend if brokers.is_default(case.broker) else f"{case.backend} on {case.broker}"
+    return ", ".join([row, *_changed(case)])
+
+
+def _changed(case: QueueCase) -> list[str]:
+    """``--option LIB.KEY=VALUE`` of each promise setting off the library's default; an older file names a
+    setting ``<library>_<key>``."""
+    from taskbench import backends
+
+    try:
+        meta = backends.info(case.backend)
+    except backends.UnknownBackendError:
+        return [f"{name}={value}" for name, value in case.promise_settings.items()]
+    fields = meta.options.model_fields
+    out = []
+    for name, value in case.promise_settings.items():
+        key = name.removeprefix(f"{meta.extra}_")
+        shown = str(value).lower() if isinstance(value, bool) else value
+        if key not in fields:
+            out.append(f"{name}={shown}")
+        elif value != fields[key].default:
+            out.append(f"--option {meta.extra}.{key}={shown}")
+    return out
+
+
+def _fsync_of(case: QueueCase) -> str | None:
+    """The AOF fsync policy the case's broker server ran with (a Redis's ``fsync`` server option), or None."""
+    broker = brokers.BROKERS.get(case.broker)
+    param = dict(broker.server_options).get("fsync") if broker else None
+    return case.params.get(param) if param else None
 
 
 def column_of(case: QueueCase) -> str | None:
     """The fault the case stands for; None for a case with neither a fault nor a delayed broker."""
     if case.fault is not None:
         name = case.fault.fault
-        fsync = case.params.get("redis_fsync")
-        if name.startswith("restart-broker") and case.broker == "redis" and fsync:
+        fsync = _fsync_of(case)
+        if name.startswith("restart-broker") and fsync:
             name += f", fsync {fsync}"
         if case.broker_delay_ms:
             name += f", delay {case.broker_delay_ms:g} ms"

@@ -20,7 +20,7 @@ Wiring (Celery 5.7, kombu 5.7), and why:
   ``run_coroutine_threadsafe`` and waits. The seed's ``run_until_complete`` on a loop taken at import
   time is gone, and so is prefork's "daemonic processes are not allowed to have children": the
   cpu/process workload's pool is a child of the worker process itself;
-- ``--celery-pool prefork`` (Celery's own default, and the pool seed 000 ran: ``run --versions article-000``,
+- ``--option celery.pool=prefork`` (Celery's own default, and the pool seed 000 ran: ``run --versions article-000``,
   where Celery 5.3.6's threads pool runs about a task a second at concurrency 1, celery/celery#6941) runs
   the task in Celery's forked pool children instead, synchronously, with :mod:`._forked` (a Redis client
   of the child's own; the record's reply read before the task returns, so before the late ack); each child

@@ -13,7 +13,7 @@ Wiring (Huey 3.5; the source cited is ``huey/`` of that release), and why:
   timeout is ``--enqueue-timeout``;
 - idempotency: Huey has no deduplication key (a task's id is a fresh uuid4), so the API's claim refuses a
   known task id (``remembers_ids`` off);
-- the worker is Huey's ``Consumer`` with ``--concurrency`` workers of ``--huey-worker-type``: ``thread``
+- the worker is Huey's ``Consumer`` with ``--concurrency`` workers of ``--option huey.worker_type``: ``thread``
   (Huey's default) hands the coroutine to this process's event loop, which owns the Workloads' clients,
   and waits; ``process`` forks the workers (``ProcessEnvironment``), which run the task with
   :mod:`._forked` (a synchronous Redis client of their own, ``Ledger.record_sync``) and die with this

@@ -30,7 +30,7 @@ installed package):
   written every ``heartbeat_timeout / 2`` (``core/heartbeat.py``). So the jobs of a SIGKILLed worker
   run again, from the start, ``heartbeat_timeout`` after their last heartbeat, at the next dequeue of
   any worker (on a NOTIFY, or after ``dequeue_timeout`` when idle): at-least-once, with no attempt
-  limit. It is ``--pgqueuer-heartbeat-timeout``, the library's 30 s unless given (a setting that
+  limit. It is ``--option pgqueuer.heartbeat_timeout``, the library's 30 s unless given (a setting that
   changes the promise's wait takes the library's default, docs/backends.md); ``dequeue_timeout`` is
   the library's 30 s, or that timeout when shorter;
 - a lost connection (a PostgreSQL restart): PgQueuer's manager fails on its next query and, by default,

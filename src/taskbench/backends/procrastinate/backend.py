@@ -23,7 +23,7 @@ in the installed package):
   run's ids, the API's claim does. ``delete_jobs="successful"``: a finished job's row (and its
   events) is deleted, the ledger records executions (Procrastinate keeps every job by default);
 - across a dead worker, Procrastinate's default is at-most-once: its jobs stay ``doing`` for good.
-  ``--procrastinate-retry-stalled`` makes it at-least-once, the way
+  ``--option procrastinate.retry_stalled=true`` makes it at-least-once, the way
   ``docs/howto/production/retry_stalled_jobs.md`` documents it: workers write a heartbeat
   (``worker.py:481-490``), and a periodic task
   (``taskbench_retry_stalled_jobs``) retries the ``doing`` jobs of workers whose heartbeat is older
@@ -44,7 +44,7 @@ in the installed package):
   a query fails (``worker.py:621-641``, ``psycopg_connector.py:317-353``), leaving the restart to a
   process manager; ``run_worker`` starts it again (1 to 10 s apart) until SIGTERM, so the process
   lives through a PostgreSQL restart as the Redis backends do. A job whose status write
-  (``finish_job``) the outage broke stays ``doing``: with ``--procrastinate-retry-stalled``, once its
+  (``finish_job``) the outage broke stays ``doing``: with ``--option procrastinate.retry_stalled=true``, once its
   worker unregistered, it is stalled and runs again (a duplicate, not a loss); without, it stays.
 
 Known limits of the library, measured rather than patched: a NOTIFY that arrives while a fetch finds
@@ -160,7 +160,7 @@ def make_app(settings: Settings, min_size: int, max_size: int) -> Any:
 
 def _retry_stalled_jobs(app: Any, settings: Settings, queue: str) -> None:
     """docs/howto/production/retry_stalled_jobs.md, on the run's queue and timings
-    (``--procrastinate-retry-stalled``; the library has no such task unless its user adds it)."""
+    (``--option procrastinate.retry_stalled=true``; the library has no such task unless its user adds it)."""
     stale = stalled_after(settings)
 
     @app.periodic(cron=retry_cron(settings), periodic_id="retry_stalled_jobs")  # type: ignore[untyped-decorator,unused-ignore]

@@ -12,7 +12,7 @@ Wiring, following SAQ's documentation and its source (saq 0.26):
 - a dead worker: ``timeout`` and ``heartbeat`` are ``task_timeout``, and the sweep runs every
   ``task_timeout / 4`` seconds, so the job of a SIGKILLed worker is found stuck and aborted (SAQ's
   defaults are timeout=10 s, heartbeat off and a 60 s sweep); whether it runs again is ``retries``
-  (SAQ counts the first attempt): ``--saq-retries``, SAQ's default 1, leaves it ``aborted`` for good
+  (SAQ counts the first attempt): ``--option saq.retries``, SAQ's default 1, leaves it ``aborted`` for good
   (at-most-once), 2 or more re-queue it (at-least-once, up to that many attempts);
 - ``ttl=-1``: a finished job's record is deleted at once, the ledger records executions;
 - SIGTERM: SAQ's worker installs its own SIGINT/SIGTERM handlers, stops dequeuing (each slot blocks

@@ -18,7 +18,7 @@ Wiring, following SAQ's documentation and its source (saq 0.26, ``saq/queue/post
   transaction: competing workers never take one job twice;
 - the promise across a dead worker is SAQ's sweep: an ``active`` job whose ``heartbeat`` (here the task
   timeout) passed is aborted and, while ``retries`` allows, queued again; the options are those of
-  the Redis backend (:mod:`taskbench.backends.saq.backend`): ``retries`` = ``--saq-retries`` (SAQ's default 1:
+  the Redis backend (:mod:`taskbench.backends.saq.backend`): ``retries`` = ``--option saq.retries`` (SAQ's default 1:
   never again, at-most-once), ``timeout`` = ``heartbeat`` = ``task_timeout``, the sweep every
   ``task_timeout / 4`` s;
 - the pool checks a connection before lending it (``check_connection``), as the pool SAQ makes itself

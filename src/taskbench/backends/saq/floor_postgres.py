@@ -24,7 +24,7 @@ from taskbench.backends._floor import postgres_schema as _schema
 
 #: the backend's job options (seconds, attempts): they are part of what SAQ stores per job
 TIMEOUT = 60
-RETRIES = 1  # SAQ's default, and --saq-retries's
+RETRIES = 1  # SAQ's default, and --option saq.retries's
 
 
 def _keyspace(run: str) -> int:
