@@ -121,12 +121,17 @@ class Settings(BaseSettings):
         """The broker's URL: ``broker_url``, else Redis's, else the local default for the broker."""
         if self.broker_url:
             return self.broker_url
-        if self.broker == "redis":
+        if brokers.info(self.broker).can_be_ledger:
             return self.redis_url
         local = brokers.info(self.broker).local_url
         if local is None:
             raise ValueError(f"the {brokers.info(self.broker).label} broker needs its URL (TASKBENCH_BROKER_URL)")
         return local
+
+    @property
+    def own_broker_redis(self) -> bool:
+        """The broker is a Redis server apart from the ledger's: it needs a client (and a check) of its own."""
+        return brokers.info(self.broker).can_be_ledger and self.broker_address != self.redis_url
 
     @property
     def metrics_key(self) -> str:

@@ -60,7 +60,7 @@ async def _watch_depth(backend: Backend, settings: Settings, workloads: Workload
     if not isinstance(backend, CountsQueue):
         return  # the library offers no cheap way to count waiting tasks
     # the queue is on the broker's Redis: the ledger's client when they share a server
-    own = settings.broker == "redis" and settings.broker_address != settings.redis_url
+    own = settings.own_broker_redis
     if own:
         import redis.asyncio as aioredis
 

@@ -29,7 +29,7 @@ from taskbench.brokers.rabbitmq import RabbitMQ
 from taskbench.brokers.redis import Redis
 
 __all__ = ["BROKERS", "DEFAULT", "NAMES", "Broker", "Durability", "UnknownBrokerError", "address", "check_scheme",
-           "describe", "info"]
+           "describe", "info", "is_default"]
 
 BROKERS: Final[dict[str, Broker]] = {b.name: b for b in (Redis(), RabbitMQ(), Nats(), Postgres())}
 
@@ -49,6 +49,11 @@ def info(name: str) -> Broker:
     if found is None:
         raise UnknownBrokerError(f"unknown broker {name!r}; known: {', '.join(NAMES)}")
     return found
+
+
+def is_default(name: str) -> bool:
+    """Whether ``name`` is the broker a result leaves unsaid (its rows name only the others)."""
+    return name == DEFAULT
 
 
 def address(name: str, url: str) -> tuple[str, int]:

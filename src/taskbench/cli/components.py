@@ -87,14 +87,14 @@ def serve(
     # about 25 µs a request (docs/benchmarks.md)
     import uvicorn
 
+    from taskbench.brokers.redis import check_reachable
     from taskbench.harness import HarnessError
-    from taskbench.harness.brokers.redis import check_reachable
     from taskbench.net import check_port_free
     from taskbench.service.server import BoundedHttpProtocol
 
     try:
         check_reachable(found.redis_url)
-        if found.broker == "redis" and found.broker_address != found.redis_url:
+        if found.own_broker_redis:
             check_reachable(found.broker_address)  # the broker Redis, when it is another server
         check_port_free(host, port)
     except HarnessError as exc:
@@ -136,13 +136,13 @@ def worker(
     from taskbench.metrics import prepare_component
 
     prepare_component(f"worker-{os.getpid()}")  # before any library imports prometheus_client
+    from taskbench.brokers.redis import check_reachable
     from taskbench.harness import HarnessError
-    from taskbench.harness.brokers.redis import check_reachable
     from taskbench.worker import main
 
     try:
         check_reachable(found.redis_url)
-        if found.broker == "redis" and found.broker_address != found.redis_url:
+        if found.own_broker_redis:
             check_reachable(found.broker_address)  # the broker Redis, when it is another server
     except HarnessError as exc:
         fail(str(exc))

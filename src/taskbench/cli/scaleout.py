@@ -118,7 +118,7 @@ def collector(
 ) -> None:
     """Wait for every driver's segment, merge them, drain and audit the ledger; print the result (one line
     after the TASKBENCH-RESULT marker, for `taskbench collect`) and exit 1 unless it passed."""
-    from taskbench import backends
+    from taskbench import backends, brokers
     from taskbench.harness import HarnessError
     from taskbench.harness.brokers import case_durability
     from taskbench.harness.commands.collect import Collect, collect_case, distributed_result
@@ -129,7 +129,7 @@ def collector(
     export(redis_url=redis_url, run_id=run_id)
     found = settings()
     client = redis_client(found.redis_url)
-    broker = redis_client(found.broker_address) if found.broker == "redis" else None
+    broker = redis_client(found.broker_address) if brokers.info(found.broker).can_be_ledger else None
     try:
         durability = case_durability(backends.info(found.backend), found.enqueue_mode, found.broker,
                                      broker or client, broker_url=found.broker_address)

@@ -6,7 +6,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
-from taskbench import backends
+from taskbench import backends, brokers
 from taskbench.driver import LoadSpec
 
 #: a Kubernetes name (RFC 1123 label): what a namespace and every object's name must be
@@ -68,7 +68,7 @@ class Cluster:
         info = backends.info(self.backend)  # a ValueError naming the backends for an unknown one
         if self.broker not in info.brokers:
             raise ValueError(f"{self.backend} runs on {', '.join(info.brokers)}, not {self.broker}")
-        if self.broker != "redis" and self.broker_url is None:
+        if not brokers.info(self.broker).can_be_ledger and self.broker_url is None:
             raise ValueError(f"--broker {self.broker}: give --broker-url (the in-cluster broker is Redis)")
         if not _LABEL.match(self.namespace):
             raise ValueError(f"--namespace {self.namespace!r}: a Kubernetes name (lower case letters, digits, '-')")

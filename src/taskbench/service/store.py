@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 
-from taskbench import backends, brokers
+from taskbench import backends
 from taskbench.backends.base import ServiceContext
 from taskbench.brokers import durability
 from taskbench.brokers.durability import Durability
@@ -103,7 +103,7 @@ async def _claims(settings: Settings, workloads: Workloads) -> AsyncIterator[Cla
 async def _broker_redis(settings: Settings, workloads: Workloads) -> AsyncIterator[Any]:
     """A client of the broker's Redis for /health and its configuration: the ledger's client when
     they share a server (or the broker is not Redis)."""
-    if not brokers.info(settings.broker).can_be_ledger or settings.broker_address == settings.redis_url:
+    if not settings.own_broker_redis:
         yield workloads.redis
         return
     import redis.asyncio as aioredis

@@ -177,7 +177,7 @@ def stall_problem(broker: Broker | None) -> str | None:
     """Why ``stall-broker`` cannot be done on this broker (None: it can)."""
     if broker is None:
         return "stall-broker: the case has no broker"
-    if broker.kind == "redis" or broker.owned() is not None:
+    if broker.facts.pauses_itself or broker.owned() is not None:
         return None
     return (f"stall-broker: the {broker.describe()} is a server the harness did not start, and "
             f"{broker.kind} has no command to pause itself: stalling it would mean freezing a process "
@@ -191,7 +191,7 @@ def stall_broker(ctx: FaultContext) -> None:
     if problem is not None or broker is None:
         raise RuntimeError(problem)
     duration = ctx.fault.duration or 0.0
-    if broker.kind == "redis":
+    if broker.facts.pauses_itself:  # Redis: CLIENT PAUSE, no process frozen
         _pause_redis(broker.url, duration, record)
         ctx.sleep_until((record.at or time.time()) + duration)
         record.proof.append(_redis_answers_again(broker.url, record))

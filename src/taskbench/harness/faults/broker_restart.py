@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 
 import psutil
 
+from taskbench import brokers
 from taskbench.harness.brokers.base import PrivateServer
 from taskbench.harness.faults.context import Broker, FaultContext
 from taskbench.net import listening
@@ -39,19 +40,15 @@ def problem(kind: str, broker: str, server: PrivateServer | None) -> str | None:
     """Why ``kind`` cannot be injected on this run (None: it can)."""
     if kind not in SIGNALS:
         return None
-    if broker != "redis" and server is None:
-        return (f"--fault {kind}: a {broker} server named with --broker-url is never restarted; without "
-                "--broker-url the harness starts a private one for the run")
     if server is None:
-        return (f"--fault {kind}: needs the embedded broker Redis; a Redis given with --redis-url or "
-                "--broker-url is never restarted")
+        return brokers.info(broker).restart_refused(kind)
     return None
 
 
 def check(kind: str) -> Callable[[Broker | None], str | None]:
     """The fault registry's check of ``kind``: :func:`problem` on the case's broker."""
     def problem_of(broker: Broker | None) -> str | None:
-        return problem(kind, broker.kind if broker else "redis", broker.server if broker else None)
+        return problem(kind, broker.kind if broker else brokers.DEFAULT, broker.server if broker else None)
     return problem_of
 
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from taskbench import brokers
 from taskbench.harness.brokers.base import PrivateServer
-from taskbench.harness.brokers.redis import describe
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.procgroup import Managed
 from taskbench.results import FaultRecord
@@ -47,12 +47,17 @@ class Broker:
 
     def owned(self) -> Managed | None:
         """The RabbitMQ/NATS server's process, when the harness started it (its current one, after a restart)."""
-        if self.server is not None and self.server.kind != "redis":
+        if self.server is not None and not self.facts.pauses_itself:  # a Redis is paused by a command
             return self.server.proc
         return self.proc
 
     def describe(self) -> str:
-        return f"{self.kind} at {describe(self.url) if self.kind == 'redis' else self.url}"
+        return f"{self.kind} at {self.facts.where(self.url)}"
+
+    @property
+    def facts(self) -> brokers.Broker:
+        """What the broker is (:mod:`taskbench.brokers`): asked instead of comparing its kind."""
+        return brokers.info(self.kind)
 
 
 @dataclass

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from taskbench import backends
+from taskbench import backends, brokers
 from taskbench.driver import RequestTemplate
 from taskbench.harness import HarnessError
 from taskbench.harness.brokers import case_durability
@@ -88,7 +88,8 @@ class NodesRunner:
         cfg = self.config
         name = cfg.backends[0]
         backend = backends.info(name)
-        if cfg.broker not in (None, "redis") or "redis" not in backend.brokers:
+        asked = [cfg.broker] if cfg.broker else list(backend.brokers)  # no --broker: any the backend takes
+        if not any(b in backend.brokers and brokers.info(b).can_be_ledger for b in asked):  # the nodes run Redis
             raise HarnessError(f"--nodes runs on a Redis broker; {name} on {cfg.broker} is not supported yet")
         if cfg.fault is not None or cfg.broker_delay is not None:
             raise HarnessError("--nodes takes no --fault or --broker-delay (use --node-delay for the network)")
@@ -124,11 +125,11 @@ class NodesRunner:
         backend = backends.info(name)
         run_id = f"{self.run_id}-0-{name}"
         env_vars = settings_env(cfg, backend=name, run_id=run_id, redis_url=ledger.url, broker_url=broker.url,
-                                broker="redis")
+                                broker=EmbeddedRedis.kind)
         settings = Settings(backend=name, redis_url=ledger.url, broker_url=broker.url, run_id=run_id,
                             enqueue_mode=cfg.enqueue_mode, concurrency=cfg.concurrency)
         client, broker_client = redis_client(ledger.url), redis_client(broker.url)
-        durability = case_durability(backend, cfg.enqueue_mode, "redis", broker_client)
+        durability = case_durability(backend, cfg.enqueue_mode, EmbeddedRedis.kind, broker_client)
         api = net.nodes["api"]
         workers = cfg.workers if backend.has_worker else 0
         path = f"/api/v1/incr/{cfg.route_workload}/{name}"
