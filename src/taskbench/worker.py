@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from taskbench import backends, heap
 from taskbench.backends.base import CountsQueue, WorkerContext
+from taskbench.ledger.recording import Threading
 from taskbench.metrics import exposition_registry, final_key
 from taskbench.settings import Settings
 from taskbench.workloads import Workloads
@@ -87,8 +88,8 @@ async def run(settings: Settings) -> None:
     backend = backends.load(meta.name)
     component = f"worker:{os.getpid()}"
     async with Workloads(settings) as workloads, metrics_server(settings, workloads, component) as url:
-        # where the harness keeps a spool, the ledger is not the broker and the backend gains by it
-        workloads.spool_loop_records(default=meta.loop_spool)
+        # a worker's tasks run on its loop unless its backend says otherwise (taskbench.ledger.recording)
+        workloads.recorder.tasks_run(Threading.LOOP)
 
         async def ready() -> None:
             await workloads.redis.hset(settings.ready_key, component, str(time.time()))
@@ -99,8 +100,8 @@ async def run(settings: Settings) -> None:
         heap.freeze(settings.gc_freeze)  # start-up is over (taskbench/heap.py)
         try:
             await backend.run_worker(WorkerContext(settings=settings, execute=workloads.run, ready=ready,
-                                                   tasks_from_threads=workloads.tasks_from_threads,
-                                                   run_here=workloads.run_here))
+                                                   recording=workloads.recorder,
+                                                   execute_here=workloads.run_here))
         finally:
             watchdog = _stop_watchdog(asyncio.get_running_loop(), meta.name)
             stopping.set()

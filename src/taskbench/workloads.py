@@ -4,26 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import multiprocessing
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
-from taskbench.ledger import Ledger
-from taskbench.ledger_spool import SpoolRecords, spool_records
-from taskbench.ledger_thread import ThreadRecords, thread_records_for
-from taskbench.ledger_writer import writer_for
+from taskbench.ledger.recording import Recorder
 from taskbench.messages import NOOP, USER_TASK, WORKLOADS, TaskMessage
 from taskbench.metrics import task_metrics
-from taskbench.redis_pipe import same_redis
 from taskbench.user_task import UserTask, payload_of
-
-log = logging.getLogger("taskbench.ledger")
 
 #: connections of the async pool kept out of the tasks' semaphore: /health's PING, the broker probe
 RESERVED = 4
@@ -55,10 +47,6 @@ class Workloads:
         import redis.asyncio as aioredis
 
         self.settings = settings
-        self.ledger = Ledger(settings.prefix)
-        # the async path's records: on a connection of their own, pipelined (None: redis-py's, below)
-        self._writer = (writer_for(self.ledger, settings.redis_url, concurrency=settings.concurrency)
-                        if settings.ledger else None)
         self.metrics = task_metrics(settings.backend)
         self.counter_key = f"{settings.prefix}counter"
         # Under a burst a task waits for a connection rather than failing with "Too many connections"
@@ -73,10 +61,10 @@ class Workloads:
                 settings.redis_url, max_connections=settings.threads + 4, timeout=30
             )
         )
-        # the records of tasks run in a library's own threads (tasks_from_threads, run_here)
-        self._here: ThreadRecords | SpoolRecords | None = None
-        # the loop's records, spooled (spool_loop_records)
-        self._loop_spool: SpoolRecords | None = None
+        # every execution's record goes through it, whichever way it takes (taskbench.ledger.recording)
+        self.recorder = Recorder(settings, client=self.redis, sync_client=self.redis_sync, slots=self._slots,
+                                 counter_key=self.counter_key, repeated=self._redelivered)
+        self.ledger = self.recorder.ledger
         self._threads: ThreadPoolExecutor | None = None
         self._processes: ProcessPoolExecutor | None = None
         # a user's own task (settings.task: module:callable), imported once; TaskSpecError at start
@@ -101,8 +89,7 @@ class Workloads:
 
     async def __aenter__(self) -> Self:
         await self.redis.ping()
-        if self._writer is not None:
-            await self._writer.__aenter__()
+        await self.recorder.open()
         if not self.settings.ledger:
             self._flusher = asyncio.create_task(self._flush_loop())
         return self
@@ -130,70 +117,22 @@ class Workloads:
         if self._processes is not None:
             self._processes.shutdown(wait=True, cancel_futures=True)
             self._processes = None
-        if self._writer is not None:
-            await self._writer.aclose()
-        if self._here is not None:
-            self._here.close()
-        if self._loop_spool is not None:
-            self._loop_spool.close()
+        await self.recorder.aclose()
         await self.redis.aclose(close_connection_pool=True)
         self.redis_sync.close()
         self.redis_sync.connection_pool.disconnect()
-
-    def tasks_from_threads(self, *, confirm_later: bool = False) -> None:
-        """The backend's library runs each task in a thread of its own: a body that needs no event loop runs
-        there (:meth:`run_here`, :mod:`taskbench.ledger_thread`), and a batch of the loop's ledger records
-        leaves at once instead of waiting loop turns for tasks that are not on the loop
-        (:mod:`taskbench.ledger_writer`). ``confirm_later``: waiting for a record's reply protects nothing
-        (:func:`taskbench.backends._worker.blocking_execute` says when), so it is read later, with others
-        (:class:`taskbench.ledger_thread.ThreadRecords`), or, in a worker the harness started
-        (``TASKBENCH_LEDGER_SPOOL``), spooled to a file it recovers (:mod:`taskbench.ledger_spool`)."""
-        if self._writer is not None:
-            self._writer.set_hold(0)
-        if self._here is None:
-            settings = self.settings
-            here: ThreadRecords | SpoolRecords | None = thread_records_for(
-                self.ledger, settings.redis_url, confirm_later=confirm_later, repeated=self._redelivered)
-            if isinstance(here, ThreadRecords) and confirm_later and settings.ledger and settings.ledger_spool:
-                here = spool_records(self.ledger, settings.redis_url, self.counter_key, settings.ledger_spool,
-                                     fallback=here, repeated=self._redelivered)
-            self._here = here
-
-    def spool_loop_records(self, *, default: bool = True) -> None:
-        """In a worker the harness started (``TASKBENCH_LEDGER_SPOOL``) whose ledger Redis is not its broker, the
-        records made on the loop are stored in a spool file (:mod:`taskbench.ledger_spool`) instead of awaited:
-        the library acknowledges a task to its broker, another server, once the task returned, and the record
-        is in the page cache by then, where a killed worker cannot take it back and the harness forwards it.
-        A ledger Redis that is the broker too: each record is still awaited before the task returns.
-        ``default``: the backend's choice (``BackendInfo.loop_spool``), unless ``ledger_spool_loop`` says on or
-        off."""
-        settings = self.settings
-        if self._loop_spool is not None or not settings.ledger or not settings.ledger_spool:
-            return
-        if not (settings.ledger_spool_loop == "on" or (settings.ledger_spool_loop == "auto" and default)):
-            return
-        try:
-            if same_redis(settings.redis_url, settings.broker_address):
-                return
-        except ValueError:  # a broker without its URL: nothing to compare, nothing spooled
-            return
-        try:
-            self._loop_spool = SpoolRecords(self.ledger, settings.redis_url, self.counter_key,
-                                            Path(settings.ledger_spool), repeated=self._redelivered)
-        except OSError as exc:
-            log.warning("ledger spool: cannot write in %s (%r): the loop's records are awaited",
-                        settings.ledger_spool, exc)
 
     def _redelivered(self, workload: str) -> None:
         self.metrics.task(workload).redelivered.inc()
 
     def run_here(self, task: TaskMessage) -> bool:
-        """Run ``task`` in the calling thread (a library's, after :meth:`tasks_from_threads`) if its body needs no
-        event loop: a no-op, or ``io/simple`` with no delay; its record (or, ledger off, its INCRBY) one
-        blocking round trip on the thread's own connection. False: not run, the caller hands it to the loop
-        (:meth:`run`)."""
-        here = self._here
-        if here is None or (task.workload != NOOP and (task.workload != "io/simple" or self.settings.io_delay)):
+        """Run ``task`` in the calling thread (a library's, once the backend said its tasks run there:
+        :meth:`Recorder.tasks_run`) if its body needs no event loop: a no-op, or ``io/simple`` with no delay; its
+        record (or, ledger off, its INCRBY) made from that thread (:meth:`Recorder.record_here`). False: not run,
+        the caller hands it to the loop (:meth:`run`)."""
+        recorder = self.recorder
+        needs_loop = task.workload != NOOP and (task.workload != "io/simple" or bool(self.settings.io_delay))
+        if not recorder.records_here or needs_loop:
             return False
         metrics = self.metrics.task(task.workload)
         metrics.started.inc()
@@ -203,13 +142,13 @@ class Workloads:
         incr = (self.counter_key, task.value) if task.workload == "io/simple" else None
         try:
             if self.settings.ledger:
-                runs = here.record(task.task_id, task.enqueued_at, started, time.time(), incr=incr,
+                runs = recorder.record_here(task.task_id, task.enqueued_at, started, time.time(), incr=incr,
                                    workload=task.workload)
                 if runs is not None and runs > 1:
                     metrics.redelivered.inc()
             else:
                 if incr is not None:
-                    here.incrby(*incr)
+                    recorder.incrby_here(*incr)
                 self._count_done()
         except Exception:
             metrics.failed.inc()
@@ -274,9 +213,8 @@ class Workloads:
         if not self.settings.ledger:
             self._count_done()
             return error is None
-        async with self._slots:
-            runs = await self.ledger.record_execution(self.redis, task.task_id, task.enqueued_at, started,
-                                                      time.time(), cpu_s=cpu_s, error=error)
+        runs = await self.recorder.record_outcome(task.task_id, task.enqueued_at, started, time.time(),
+                                                  cpu_s=cpu_s, error=error)
         if runs > 1:
             self.metrics.task(task.workload).redelivered.inc()
         return error is None
@@ -295,8 +233,8 @@ class Workloads:
             self.redis_sync.incrby(self.counter_key, task.value)
             self._count_done()
             return
-        runs = self.ledger.record_sync(self.redis_sync, task.task_id, task.enqueued_at, started, time.time(),
-                                       incr=(self.counter_key, task.value))
+        runs = self.recorder.record_blocking(task.task_id, task.enqueued_at, started, time.time(),
+                                             incr=(self.counter_key, task.value))
         if runs > 1:
             self.metrics.task(task.workload).redelivered.inc()
 
@@ -309,17 +247,9 @@ class Workloads:
             self._count_done()
             return
         effect = (self.counter_key, task.value) if incr else None
-        spool = self._loop_spool
-        if spool is not None and spool.store(task.task_id, task.enqueued_at, started, time.time(), incr=effect,
-                                             workload=task.workload):
-            return
-        if self._writer is not None:
-            runs = await self._writer.record(task.task_id, task.enqueued_at, started, time.time(), incr=effect)
-        else:
-            async with self._slots:
-                runs = await self.ledger.record(self.redis, task.task_id, task.enqueued_at, started, time.time(),
-                                                incr=effect)
-        if runs > 1:
+        runs = await self.recorder.record(task.task_id, task.enqueued_at, started, time.time(), incr=effect,
+                                          workload=task.workload)
+        if runs is not None and runs > 1:
             self.metrics.task(task.workload).redelivered.inc()
 
     def _count_done(self) -> None:

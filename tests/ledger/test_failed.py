@@ -26,7 +26,7 @@ def test_a_call_that_raised_is_failed_not_lost_and_named_by_type(client: redis.R
     rows = ledger.rows(client)
     report = audit([f"t{i}" for i in range(11)], rows.counts, rows.times, outcomes=ledger.outcomes(client))
     assert (report.failed, report.lost, report.executed) == (2, 1, 10)
-    assert report.failed_types == {"ValueError": 1, "tests.test_ledger_failed.PaymentDeclinedError": 1}
+    assert report.failed_types == {"ValueError": 1, "tests.ledger.test_failed.PaymentDeclinedError": 1}
     assert report.failed_ids == ["t8", "t9"]
     categories = report.categories()
     assert (categories["ok"], categories["failed"], categories["lost"]) == (8, 2, 1)

@@ -1,4 +1,4 @@
-"""The pipelined Redis connection (taskbench.redis_pipe) on real redis-servers: order, errors, AUTH and
+"""The pipelined Redis connection (taskbench.ledger.pipe) on real redis-servers: order, errors, AUTH and
 SELECT, a server that goes away and comes back."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 from taskbench.harness.brokers.redis import EmbeddedRedis
-from taskbench.redis_pipe import pipe_for
+from taskbench.ledger.pipe import pipe_for
 
 
 def test_replies_come_back_to_their_callers_in_order(redis_url: str) -> None:
@@ -41,7 +41,7 @@ def test_a_held_batch_takes_the_next_turns_commands_and_leaves_at_its_bound(redi
     """``hold``: a batch waits up to that many loop turns for more commands; ``batch``: one that big
     leaves at once. Five commands, one a turn: the first four leave together, the fifth after the
     hold, once their replies are in (the group commit); a lone command still leaves, with no timer."""
-    from taskbench.redis_pipe import RedisPipe, address_of
+    from taskbench.ledger.pipe import RedisPipe, address_of
 
     async def main() -> tuple[list[object], int, object, int]:
         address = address_of(redis_url)
@@ -71,7 +71,7 @@ def test_a_held_batch_takes_the_next_turns_commands_and_leaves_at_its_bound(redi
 def test_set_hold_changes_the_open_connections_hold(redis_url: str) -> None:
     """``set_hold(0)`` (a worker whose tasks come from its library's threads): a command leaves at the end
     of its turn on the connection already open; before it, the same command waited the hold out."""
-    from taskbench.redis_pipe import RedisPipe, address_of
+    from taskbench.ledger.pipe import RedisPipe, address_of
 
     async def main() -> list[int]:
         address = address_of(redis_url)

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from taskbench.ledger import RECORD_SHA, Ledger
-from taskbench.ledger_writer import LedgerConnectionError, writer_for
-from taskbench.redis_pipe import address_of
+from taskbench.ledger.pipe import address_of
+from taskbench.ledger.writer import LedgerConnectionError, writer_for
 
 
 def test_records_match_the_redis_py_path(redis_url: str, client: redis.Redis, run_id: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from taskbench.harness.brokers.redis import EmbeddedRedis
-from taskbench.redis_pipe import pipe_for
+from taskbench.ledger.pipe import pipe_for
 from taskbench.service.claims import Call, Claims, KnownTask
 from taskbench.settings import Settings
 

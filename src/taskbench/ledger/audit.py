@@ -1,7 +1,7 @@
 """The audit of a case: the ids the driver saw accepted against the ledger's records (:mod:`taskbench.ledger`).
 
 Never raises on what the ledger holds: a row that is not a valid record is *corrupt*
-(:mod:`taskbench.ledger_rows`), left out of every other figure, counted and sampled.
+(:mod:`taskbench.ledger.rows`), left out of every other figure, counted and sampled.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taskbench.histogram import Histogram
-from taskbench.ledger_rows import Outcomes, sort_rows
+from taskbench.ledger.rows import Outcomes, sort_rows
 from taskbench.results.model import AuditResult
 
 SAMPLE = 20  # how many ids of each anomaly the audit lists
@@ -160,9 +160,16 @@ def audit(
     )
     if outcomes is not None:
         _outcomes(result, outcomes, accepted, counts)
+    _timings(result, _rows(counts, rows.times), deadline=deadline, start=start)
+    return result
+
+
+def _timings(result: Audit, rows: Iterable[tuple[float, float, float]], *, deadline: float | None,
+             start: float | None) -> None:
+    """The histograms, the late count, the first start and last finish, and the finishes per second."""
     starts: list[float] = []
     finishes: list[float] = []
-    for enq, began, fin in _rows(counts, rows.times):
+    for enq, began, fin in rows:
         starts.append(began)
         finishes.append(fin)
         result.end_to_end.record(max(0, round((fin - enq) * 1e6)))
@@ -175,7 +182,6 @@ def audit(
     if start is not None:
         result.start = start
         result.executed_per_second = per_second(finishes, start)
-    return result
 
 
 def _outcomes(result: Audit, outcomes: Outcomes, accepted: set[str], counts: Mapping[str, int]) -> None:

@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from redis.exceptions import NoScriptError
 
-from taskbench.ledger_audit import SAMPLE, Audit, audit, per_second
-from taskbench.ledger_rows import Outcomes, Rows, sort_rows
+from taskbench.ledger.rows import Outcomes, Rows, sort_rows
 
 if TYPE_CHECKING:
     import redis
@@ -259,5 +258,4 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-__all__ = ["RECORD", "RECORD_EXECUTION", "RECORD_EXECUTION_SHA", "RECORD_SHA", "SAMPLE", "Audit", "Ledger",
-           "Outcomes", "audit", "failure_name", "per_second"]
+__all__ = ["RECORD", "RECORD_EXECUTION", "RECORD_EXECUTION_SHA", "RECORD_SHA", "Ledger", "failure_name"]

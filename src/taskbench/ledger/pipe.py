@@ -15,7 +15,7 @@ and ``batch``: one that big leaves at once. A busy worker's tasks reach their re
 apart, so with no hold each record left alone (1.0 a write for Taskiq and FastStream): a write and a
 read a task. An idle loop's turns take microseconds, so a held lone command is not kept waiting.
 
-Users: the worker's ledger records (:mod:`taskbench.ledger_writer`) and the API's task-id claims
+Users: the worker's ledger records (:mod:`taskbench.ledger.writer`) and the API's task-id claims
 (:mod:`taskbench.service.claims`).
 
 What a caller sees is redis-py's: a reply error raises :class:`redis.exceptions.ResponseError` (a

@@ -1,4 +1,4 @@
-"""The worker's ledger records over a Redis connection of their own, pipelined (issue 33).
+"""The worker's ledger records over a Redis connection of their own, pipelined .
 
 Each record is still one EVALSHA of :data:`taskbench.ledger.RECORD` (the task's effect and its record
 together or not at all), and each task still waits for its own record's reply before it returns, so
@@ -6,7 +6,7 @@ the library acknowledges a task only once its record is in Redis. What changes i
 redis-py's asyncio client takes a connection from its pool, builds the command and parses the reply in
 Python, about 60 µs of a worker's CPU per record, a quarter of a no-op task. Here the command is packed
 once per process but for the task's own fields, and the records go on a connection that nobody else
-uses, written as a group commit (:mod:`taskbench.redis_pipe`, which the API's task-id claims use too):
+uses, written as a group commit (:mod:`taskbench.ledger.pipe`, which the API's task-id claims use too):
 one write serves every record made while the one before was unanswered, and the replies, read in the
 order sent, resolve the tasks' futures. A batch waits up to :data:`HOLD_TURNS` turns of the loop for
 the records of the worker's other running tasks, and leaves at once when it holds as many records as
@@ -16,7 +16,7 @@ worker whose library hands each task from a thread of its own to the loop (Celer
 :func:`taskbench.backends._worker.blocking_execute`) has no other task on the loop to wait for: its
 batches do not wait (:meth:`LedgerWriter.set_hold` 0; Huey's no-op drain 0.947 -> 0.957-0.963 paired).
 Those libraries' bodies that need no loop do not come here at all: they run and record in the library's
-thread (:mod:`taskbench.ledger_thread`).
+thread (:mod:`taskbench.ledger.recording.threads`).
 
 A lost connection fails the records waiting for a reply (their tasks raise, the library does not
 acknowledge them, so a record that did reach Redis shows as a second execution when the task runs
@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoScriptError
 
-from taskbench.ledger import RECORD, RECORD_SHA
-from taskbench.redis_pipe import PipeConnectionError, RedisPipe, Send, address_of, pack
+from taskbench.ledger.core import RECORD, RECORD_SHA
+from taskbench.ledger.pipe import PipeConnectionError, RedisPipe, Send, address_of, pack
 
 if TYPE_CHECKING:
-    from taskbench.ledger import Ledger
+    from taskbench.ledger.core import Ledger
 
 log = logging.getLogger("taskbench.ledger")
 
@@ -54,7 +54,7 @@ class LedgerConnectionError(PipeConnectionError):
 
 class LedgerWriter:
     """Writes one process's execution records (see the module's docstring) on a
-    :class:`taskbench.redis_pipe.RedisPipe` of its own; an async context manager.
+    :class:`taskbench.ledger.pipe.RedisPipe` of its own; an async context manager.
 
     Use it from the event loop it was opened on only."""
 

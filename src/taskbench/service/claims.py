@@ -74,7 +74,7 @@ end
 return known
 """
 CLAIM_SHA: Final = hashlib.sha1(CLAIM.encode(), usedforsecurity=False).hexdigest()  # Redis names scripts so
-#: a Redis command: its arguments in, its reply out (:meth:`taskbench.redis_pipe.RedisPipe.submit`, a
+#: a Redis command: its arguments in, its reply out (:meth:`taskbench.ledger.pipe.RedisPipe.submit`, a
 #: future, or redis-py's ``execute_command``, a coroutine, where the pipe does not speak the URL)
 Call = Callable[..., Awaitable[Any]]
 #: seconds between the writes of the ids accepted meanwhile (one HSET for all of them)

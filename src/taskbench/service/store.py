@@ -13,8 +13,8 @@ from taskbench import backends
 from taskbench.backends.base import ServiceContext
 from taskbench.brokers import durability
 from taskbench.brokers.durability import Durability
+from taskbench.ledger.pipe import pipe_for
 from taskbench.metrics import EnqueueMetrics, enqueue_metrics
-from taskbench.redis_pipe import pipe_for
 from taskbench.service.broker import BrokerProbe
 from taskbench.service.claims import CONNECTIONS, Claims
 from taskbench.service.deadlines import Deadlines
@@ -78,7 +78,7 @@ async def _claims(settings: Settings, workloads: Workloads) -> AsyncIterator[Cla
     if not settings.idempotency or native:
         yield None
         return
-    # a connection of their own, pipelined (taskbench.redis_pipe: a claim is one call on each request's
+    # a connection of their own, pipelined (taskbench.ledger.pipe: a claim is one call on each request's
     # path); redis-py, a plain pool of as many connections as the claims make calls at once, where the
     # pipe does not speak the URL (TLS)
     pipe = pipe_for(settings.redis_url)

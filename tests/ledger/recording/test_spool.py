@@ -19,11 +19,15 @@ from typing import Literal, cast
 import pytest
 import redis
 
-from taskbench import ledger_spool
-from taskbench.harness.processes.spool_keeper import STALE_AFTER, SpoolKeeper, reap
 from taskbench.ledger import Ledger
-from taskbench.ledger_spool import BATCH, FIELDS, HEAD, HEADER, READY, SLOT, SPOOL_ENV, Link, Segment, SpoolRecords
-from taskbench.ledger_thread import thread_records_for
+from taskbench.ledger.recording import Threading
+from taskbench.ledger.recording.spool import forward as spool_forward
+from taskbench.ledger.recording.spool import records as spool_records
+from taskbench.ledger.recording.spool.format import BATCH, FIELDS, HEAD, HEADER, READY, SLOT, SPOOL_ENV
+from taskbench.ledger.recording.spool.forward import Link, Segment
+from taskbench.ledger.recording.spool.keeper import STALE_AFTER, SpoolKeeper, reap
+from taskbench.ledger.recording.spool.records import SpoolRecords
+from taskbench.ledger.recording.threads import thread_records_for
 from taskbench.messages import NOOP, TaskMessage
 from taskbench.settings import Settings
 from taskbench.workloads import Workloads
@@ -69,7 +73,8 @@ def test_records_from_threads_land_once_and_a_second_run_is_counted(
 def test_a_full_file_is_forwarded_removed_and_followed_by_the_next(
         redis_url: str, client: redis.Redis, run_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Files of 100 slots: 1,200 records from four threads fill twelve, each removed once forwarded."""
-    monkeypatch.setattr(ledger_spool, "SLOTS", 100)
+    for module in (spool_records, spool_forward):  # each reads the number it imported
+        monkeypatch.setattr(module, "SLOTS", 100)
     ledger = Ledger(f"taskbench:{run_id}:")
     records = _records(ledger, redis_url, "unused", tmp_path)
     seen: set[str] = set()
@@ -93,8 +98,8 @@ _KILLED = """
 import os, signal, sys, time
 from pathlib import Path
 from taskbench.ledger import Ledger
-from taskbench.ledger_spool import SpoolRecords
-from taskbench.ledger_thread import thread_records_for
+from taskbench.ledger.recording.spool import SpoolRecords
+from taskbench.ledger.recording.threads import thread_records_for
 ledger = Ledger(sys.argv[2])
 records = SpoolRecords(ledger, sys.argv[1], "unused", Path(sys.argv[3]),
                        fallback=thread_records_for(ledger, sys.argv[1], confirm_later=True))
@@ -244,7 +249,8 @@ def test_a_worker_spools_where_the_harness_names_a_folder(
 
     async def go(confirm_later: bool) -> list[str]:
         async with Workloads(settings) as workloads:
-            workloads.tasks_from_threads(confirm_later=confirm_later)
+            # one Redis for the ledger and the broker: only a library that acknowledges nothing confirms later
+            workloads.recorder.tasks_run(Threading.THREADS, acknowledges=not confirm_later)
             tasks = [TaskMessage(task_id=f"{confirm_later}-n", workload=NOOP, value=1, enqueued_at=0.0),
                      TaskMessage(task_id=f"{confirm_later}-i", workload="io/simple", value=3, enqueued_at=0.0)]
             assert await asyncio.to_thread(lambda: [workloads.run_here(t) for t in tasks]) == [True, True]
@@ -326,7 +332,7 @@ def test_a_worker_s_loop_spools_its_records_where_the_ledger_is_not_the_broker(
 
     async def go() -> list[str]:
         async with Workloads(settings) as workloads:
-            workloads.spool_loop_records()
+            workloads.recorder.tasks_run(Threading.LOOP)
             for i, workload in enumerate((NOOP, "io/simple", "cpu/simple") * 5):
                 await workloads.run(TaskMessage(task_id=f"t{i}", workload=workload, value=2, enqueued_at=1.0))
             return [p.name for p in tmp_path.iterdir()]
@@ -339,31 +345,42 @@ def test_a_worker_s_loop_spools_its_records_where_the_ledger_is_not_the_broker(
     assert int(client.get(f"{settings.prefix}counter") or 0) == 20
 
 
-@pytest.mark.parametrize(("choice", "default", "spools"),
-                         [("auto", True, True), ("auto", False, False), ("off", True, False), ("on", False, True)])
-def test_the_loop_s_spool_is_the_backend_s_choice_unless_told(
-        choice: str, default: bool, spools: bool, redis_url: str, client: redis.Redis, run_id: str,
+@pytest.mark.parametrize(("choice", "threading", "files"), [
+    ("auto", Threading.LOOP, 1), ("on", Threading.LOOP, 1), ("off", Threading.LOOP, 0),
+    ("auto", Threading.THREADS, 2), ("off", Threading.THREADS, 1), ("auto", Threading.FORKED, 0)])
+def test_the_loop_s_spool_follows_where_the_tasks_run_unless_told(
+        choice: str, threading: Threading, files: int, redis_url: str, client: redis.Redis, run_id: str,
         tmp_path: Path) -> None:
-    """``TASKBENCH_LEDGER_SPOOL_LOOP``: auto takes the backend's measured default (``BackendInfo.loop_spool``), on
-    and off override it; either way every record is in the ledger once."""
+    """Where the ledger is not the broker, a worker whose tasks run on its loop spools the loop's records (one
+    file), one whose tasks run in its library's threads spools those too (a file each); forked children record
+    themselves, the parent spools nothing. ``TASKBENCH_LEDGER_SPOOL_LOOP=off`` awaits the loop's records; either
+    way every record is in the ledger once."""
     settings = Settings(redis_url=redis_url, broker_url="redis://127.0.0.1:1/0", run_id=run_id,
                         ledger_spool=str(tmp_path), ledger_spool_loop=cast(Literal["auto", "on", "off"], choice))
 
-    async def go() -> bool:
+    async def go() -> int:
         async with Workloads(settings) as workloads:
-            workloads.spool_loop_records(default=default)
+            workloads.recorder.tasks_run(threading)
             await workloads.run(TaskMessage(task_id="one", workload=NOOP, value=1, enqueued_at=1.0))
-            return any(tmp_path.iterdir())
+            return len(list(tmp_path.glob("*.spool")))
 
-    assert asyncio.run(go()) is spools
+    assert asyncio.run(go()) == files
     assert Ledger(settings.prefix).read(client)[0] == {"one": 1}
 
 
-def test_taskiq_awaits_its_loop_s_records_and_the_others_spool_them() -> None:
-    """The measured defaults (docs/benchmarks.md, "The loop's spool, backend by backend")."""
-    from taskbench import backends
+@pytest.mark.parametrize("backend", ["arq", "taskiq"])
+def test_every_backend_on_a_loop_spools_the_same(backend: str, redis_url: str, run_id: str, tmp_path: Path) -> None:
+    """The recording depends on where the tasks run, never on which library runs them."""
+    settings = Settings(backend=backend, redis_url=redis_url, broker_url="redis://127.0.0.1:1/0", run_id=run_id,
+                        ledger_spool=str(tmp_path))
 
-    assert [b.name for b in backends.REGISTRY.values() if not b.loop_spool] == ["taskiq"]
+    async def go() -> bool:
+        async with Workloads(settings) as workloads:
+            workloads.recorder.tasks_run(Threading.LOOP)
+            await workloads.run(TaskMessage(task_id="one", workload=NOOP, value=1, enqueued_at=1.0))
+            return any(tmp_path.glob("*.spool"))
+
+    assert asyncio.run(go()) is True
 
 
 def test_a_record_reaches_redis_as_the_ledger_writes_it(redis_url: str, client: redis.Redis, run_id: str,

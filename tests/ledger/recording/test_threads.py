@@ -20,8 +20,9 @@ import pytest
 import redis
 
 from taskbench.ledger import RECORD_SHA, Ledger
-from taskbench.ledger_thread import UNCONFIRMED, thread_records_for
-from taskbench.ledger_writer import LedgerConnectionError
+from taskbench.ledger.recording import Threading
+from taskbench.ledger.recording.threads import UNCONFIRMED, thread_records_for
+from taskbench.ledger.writer import LedgerConnectionError
 from taskbench.messages import NOOP, TaskMessage
 from taskbench.settings import Settings
 from taskbench.workloads import Workloads
@@ -136,7 +137,7 @@ def test_tls_is_left_to_the_loop() -> None:
 @pytest.mark.parametrize(("ledger", "confirm_later"), [(True, False), (False, False), (True, True), (False, True)])
 def test_a_worker_runs_loop_free_bodies_in_the_library_s_thread(
         ledger: bool, confirm_later: bool, redis_url: str, client: redis.Redis, run_id: str) -> None:
-    """After tasks_from_threads, a no-op and a delay-free io/simple run in the calling thread (their record,
+    """Once the backend says its tasks run in its library's threads, a no-op and a delay-free io/simple run in the calling thread (their record,
     or ledger off their INCRBY, there); a body that needs the loop is left to it. Confirmed later (Huey's
     worker): the same records, in Redis once the Workloads closed."""
     settings = Settings(redis_url=redis_url, run_id=run_id, ledger=ledger, cpu_iterations=100)
@@ -146,8 +147,9 @@ def test_a_worker_runs_loop_free_bodies_in_the_library_s_thread(
         async with Workloads(settings) as workloads, Workloads(delayed) as waiting:
             task = TaskMessage(task_id="before", workload=NOOP, value=1, enqueued_at=0.0)
             before = workloads.run_here(task)  # no library thread announced: the loop runs everything
-            workloads.tasks_from_threads(confirm_later=confirm_later)
-            waiting.tasks_from_threads(confirm_later=confirm_later)
+            # one Redis for the ledger and the broker: a library that acknowledges nothing (Huey) confirms later
+            workloads.recorder.tasks_run(Threading.THREADS, acknowledges=not confirm_later)
+            waiting.recorder.tasks_run(Threading.THREADS, acknowledges=not confirm_later)
             tasks = [TaskMessage(task_id="n", workload=NOOP, value=1, enqueued_at=0.0),
                      TaskMessage(task_id="i", workload="io/simple", value=3, enqueued_at=0.0),
                      TaskMessage(task_id="c", workload="cpu/simple", value=1, enqueued_at=0.0)]
@@ -269,7 +271,7 @@ def test_a_lost_connection_names_the_records_it_may_have_lost_and_the_next_recon
 _KILLED_AFTER_WRITE = """
 import os, signal, sys
 from taskbench.ledger import Ledger
-from taskbench.ledger_thread import UNCONFIRMED, thread_records_for
+from taskbench.ledger.recording.threads import UNCONFIRMED, thread_records_for
 records = thread_records_for(Ledger(sys.argv[2]), sys.argv[1], confirm_later=True)
 for i in range(int(sys.argv[3])):
     records.record(f"k{i}", 1.0, 2.0, 3.0)
@@ -301,11 +303,18 @@ def test_a_process_killed_right_after_a_record_s_write_loses_no_record(
     ("redis://127.0.0.1:7001/0", "amqp://guest:guest@127.0.0.1:5672/", True, True),  # a broker that is no Redis
 ])
 def test_a_record_s_reply_is_waited_for_only_where_the_library_acknowledges_on_the_ledger_s_redis(
-        redis_url: str, broker_url: str, acknowledges: bool, later: bool) -> None:
+        redis_url: str, broker_url: str, acknowledges: bool, later: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend says only where its library runs tasks and whether it acknowledges them; the ledger's recorder
+    decides from that and from the servers whether a reply is waited for."""
+    import redis.asyncio as aioredis
+
     from taskbench.backends._worker import blocking_execute
     from taskbench.backends.base import WorkerContext
+    from taskbench.ledger.recording import Recorder, seam
 
     asked: list[bool] = []
+    monkeypatch.setattr(seam, "thread_records_for",
+                        lambda ledger, url, *, confirm_later, repeated: asked.append(confirm_later))
 
     async def nothing(task: TaskMessage) -> None: ...
 
@@ -313,8 +322,9 @@ def test_a_record_s_reply_is_waited_for_only_where_the_library_acknowledges_on_t
 
     async def go() -> None:
         settings = Settings(redis_url=redis_url, broker_url=broker_url, run_id="t")
-        ctx = WorkerContext(settings=settings, execute=nothing, ready=ready,
-                            tasks_from_threads=lambda confirm_later: asked.append(confirm_later))
+        recorder = Recorder(settings, client=aioredis.Redis.from_url(redis_url), sync_client=redis.Redis.from_url(redis_url),
+                            slots=asyncio.Semaphore(1), counter_key="t:counter", repeated=lambda workload: None)
+        ctx = WorkerContext(settings=settings, execute=nothing, ready=ready, recording=recorder)
         blocking_execute(ctx, acknowledges=acknowledges)
 
     asyncio.run(go())
@@ -322,7 +332,7 @@ def test_a_record_s_reply_is_waited_for_only_where_the_library_acknowledges_on_t
 
 
 def test_same_redis_compares_servers_not_databases() -> None:
-    from taskbench.redis_pipe import same_redis
+    from taskbench.ledger.pipe import same_redis
 
     assert same_redis("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/3")
     assert same_redis("redis://localhost", "redis://localhost:6379/0")

@@ -43,7 +43,7 @@ class ProcessSet:
         self._lock = threading.Lock()  # a fault thread may kill and restart while the run goes on
         self._closed = False
         #: called once processes were stopped or killed and the rest go on (a stopped worker's spooled ledger
-        #: records are forwarded then: :class:`taskbench.harness.processes.spool_keeper.SpoolKeeper`)
+        #: records are forwarded then: :class:`taskbench.ledger.recording.spool.keeper.SpoolKeeper`)
         self.after_stop: Callable[[], object] | None = None
 
     def start(

@@ -33,8 +33,7 @@ from taskbench.harness.processes.cgroups import Cgroups, Limit, tree_cpu
 from taskbench.harness.processes.peaks import Peaks
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.processes.rss import tree_sizes
-from taskbench.harness.processes.spool_keeper import SpoolKeeper
-from taskbench.ledger_spool import SPOOL_ENV
+from taskbench.ledger.recording.spool.keeper import keeper_for
 from taskbench.procgroup import Managed
 from taskbench.results import LimitRecord, LimitStats
 from taskbench.wait import WaitTimeoutError, wait_until
@@ -76,8 +75,8 @@ class Stack:
     """Processes of one case, each in its own process group; limits per role; always stopped."""
 
     def __init__(self, env: Mapping[str, str], *, name: str, stop_timeout: float = 10.0) -> None:
-        # the folder of the workers' spooled ledger records, unless the caller named one ("" : none)
-        self.spool = None if SPOOL_ENV in env else SpoolKeeper()
+        # what the ledger keeps for the workers started here (their spooled records), as the ledger decides
+        self.spool = keeper_for(env)
         if self.spool is not None:
             env = {**env, **self.spool.env()}
             self.spool.know(env.get("TASKBENCH_REDIS_URL"))

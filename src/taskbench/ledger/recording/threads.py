@@ -1,11 +1,11 @@
-"""The ledger's records made in the library's own thread, for the libraries that run tasks in threads (issue 33).
+"""The ledger's records made in the library's own thread, for the libraries that run tasks in threads .
 
 Celery (threads pool), Dramatiq and Huey call a task function in a thread of their own. A body that needs
 an event loop is handed to the worker's loop and waited for (:func:`taskbench.backends._worker.blocking_execute`);
 a body that does not (a no-op, an ``io/simple`` INCRBY with no delay) runs where the library called it,
 the way a synchronous task of these libraries is written, and its record is one blocking round trip on
 that thread's own Redis connection: the same packed ``EVALSHA`` of :data:`taskbench.ledger.RECORD` as the
-loop's :class:`taskbench.ledger_writer.LedgerWriter` (the task's effect and its record together or not at
+loop's :class:`taskbench.ledger.writer.LedgerWriter` (the task's effect and its record together or not at
 all), written with one ``sendall`` and read back by hiredis before the task returns, so the library still
 acknowledges a task only once its record is in Redis.
 
@@ -21,7 +21,7 @@ next record connects again. A URL this does not speak to (TLS) leaves every body
 **Confirmed later** (``confirm_later``): the record is written before the task returns and its reply read
 later (at the latest when :data:`UNCONFIRMED` of the connection's are unread, all in one read; the rest
 when the worker closes), so the thread does not sleep on a round trip a task. Used where waiting protects
-nothing (:func:`taskbench.backends._worker.blocking_execute`): a library that acknowledges nothing once a
+nothing (:class:`taskbench.ledger.recording.Recorder` decides): a library that acknowledges nothing once a
 task returns (Huey takes a task off Redis with ``BRPOP`` before it runs it and does not retry it), or a
 ledger whose Redis is not the library's broker (the default: taskbench starts one Redis for each), where
 the library's acknowledgement cannot reach the ledger's server before the record. The bytes are in the
@@ -46,8 +46,9 @@ from typing import TYPE_CHECKING, Any
 import hiredis
 from redis.exceptions import NoScriptError, ResponseError
 
-from taskbench.ledger import RECORD
-from taskbench.ledger_writer import (
+from taskbench.ledger.core import RECORD
+from taskbench.ledger.pipe import address_of, pack, reply_error, where
+from taskbench.ledger.writer import (
     CONNECT_ATTEMPTS,
     CONNECT_BACKOFF,
     CONNECT_TIMEOUT,
@@ -55,10 +56,9 @@ from taskbench.ledger_writer import (
     RecordCommands,
     check_loaded,
 )
-from taskbench.redis_pipe import address_of, pack, reply_error, where
 
 if TYPE_CHECKING:
-    from taskbench.ledger import Ledger
+    from taskbench.ledger.core import Ledger
 
 log = logging.getLogger("taskbench.ledger")
 

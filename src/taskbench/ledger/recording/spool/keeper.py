@@ -1,6 +1,6 @@
-"""The harness's side of the ledger's spool (:mod:`taskbench.ledger_spool`): a folder for the spool files of the
-workers a :class:`taskbench.harness.processes.stack.Stack` starts, and the forwarding of what the file of a
-worker gone still holds."""
+"""The harness's side of the ledger's spool (:mod:`taskbench.ledger.recording.spool`): a folder for the spool
+files of the workers a :class:`taskbench.harness.processes.stack.Stack` starts, and the forwarding of what the file
+of a worker gone still holds."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from taskbench.ledger_spool import HEADER, READY, SLOT, SPOOL_ENV, SUFFIX, Link, Segment, Target
-from taskbench.ledger_writer import CONNECT_TIMEOUT
+from taskbench.ledger.recording.spool.format import HEADER, READY, SLOT, SPOOL_ENV, SUFFIX, Target
+from taskbench.ledger.recording.spool.forward import Link, Segment
+from taskbench.ledger.writer import CONNECT_TIMEOUT
 from taskbench.redaction import redact
 
-__all__ = ["KEEP_INTERVAL", "PREFIX", "STALE_AFTER", "SpoolKeeper", "reap"]
+__all__ = ["KEEP_INTERVAL", "PREFIX", "STALE_AFTER", "SpoolKeeper", "keeper_for", "reap"]
 
 log = logging.getLogger("taskbench.ledger")
 
@@ -141,6 +143,12 @@ class SpoolKeeper:
                     self.folder.rmdir()
             os.close(self._fd)
             self._fd = None
+
+
+def keeper_for(env: Mapping[str, str]) -> SpoolKeeper | None:
+    """The keeper of the spool folder for the processes started with ``env``: None where ``env`` names a folder
+    already (another keeper's, or ``""``: none), and its workers then spool there or not at all."""
+    return None if SPOOL_ENV in env else SpoolKeeper()
 
 
 def _ready_slots(path: Path) -> int:

@@ -1,0 +1,6 @@
+"""How a process records its executions: one seam, :class:`Recorder`, whatever the way inside (awaited on the
+loop, from a library's thread, spooled; :mod:`.seam` says which, and why)."""
+
+from taskbench.ledger.recording.seam import Recorder, Threading, ledger_apart
+
+__all__ = ["Recorder", "Threading", "ledger_apart"]
