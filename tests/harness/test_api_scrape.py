@@ -19,6 +19,7 @@ from taskbench.harness.commands.runner import Runner
 from taskbench.harness.config import Placement, RunConfig
 from taskbench.results import QueueCase
 from taskbench.results.api_scrape import ApiScrapeRecord, ScrapeSample
+from taskbench.wait import wait_until
 
 
 class _Metrics(http.server.BaseHTTPRequestHandler):
@@ -69,9 +70,12 @@ def test_scrapes_count_failed_and_late_ones_and_take_the_warm_up_off(metrics_url
     # the baseline scrape, then one on time, one late (0.6 s against a 0.3 s interval), one that times out,
     # then the rest on time
     _Metrics.delays = [0.0, 0.0, 0.6, 1.5]
+    started = time.time()
     with ApiScrape(metrics_url, interval=0.3, timeout=1.0) as scraping:
-        time.sleep(2.0)
-    record = scraping.record([{"t": 0, "completed": 50}, {"t": 1, "completed": 50}], time.time() - 0.5)
+        # the failed scrape and an answered one after it
+        wait_until(lambda: any(s.error for s in scraping.samples) and scraping.samples[-1].error is None, 30,
+                   what="a scrape after the one that times out")
+    record = scraping.record([{"t": 0, "completed": 50}, {"t": 1, "completed": 50}], started + 1.5)
     assert record.timeout_s == 1.0
     assert record.failed == 1 and record.late == 1
     (late,) = [s for s in record.samples if s.error is None and s.seconds > 0.3]

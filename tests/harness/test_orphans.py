@@ -180,7 +180,8 @@ def test_a_run_killed_in_its_load_leaves_no_process(tmp_path: Path, no_stray: li
     assert sum("redis-server" in line for line in lines) == 2  # the ledger's and the broker's
     run.kill()
     run.communicate(timeout=30)
-    time.sleep(5)
+    # the reaper stops them once the harness is gone: waited for, a busy machine takes its time
+    wait_until(lambda: not _gone(procs), 60, interval=0.2, raise_on_timeout=False)
     assert not _gone(procs), [" ".join(p.cmdline()) for p in _gone(procs)]
 
 

