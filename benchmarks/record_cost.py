@@ -2,7 +2,7 @@
 
 Run it with a backend's environment (its redis-py and hiredis), e.g.::
 
-    .taskbench/envs/dramatiq/bin/python scripts/record_cost.py redis://127.0.0.1:6379/0
+    .taskbench/envs/dramatiq/bin/python benchmarks/record_cost.py redis://127.0.0.1:6379/0
 
 It awaits ``--tasks`` ``INCRBY`` calls, then as many ``Ledger.record`` calls (the worker's
 script: the task's INCRBY, the count and the times), then the same three writes as a MULTI/EXEC

@@ -5,7 +5,7 @@ setting it starts a private Redis (core 1) and the API alone (core 0, no worker:
 broker), drives it with the project's load driver (warm-up, then ``--requests`` at 50 users) and
 reads both processes' CPU time around the load. One JSON line per run.
 
-    .venv/bin/python scripts/claim_cost.py --backends faststream,celery,background --reps 3
+    .venv/bin/python benchmarks/claim_cost.py --backends faststream,celery,background --reps 3
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Run it with a backend's environment, e.g.::
 
-    .taskbench/envs/saq/bin/python scripts/inproc_cost.py saq taskbench
-    .taskbench/envs/saq/bin/python scripts/inproc_cost.py saq floor --freeze
+    .taskbench/envs/saq/bin/python benchmarks/inproc_cost.py saq taskbench
+    .taskbench/envs/saq/bin/python benchmarks/inproc_cost.py saq floor --freeze
 
 The app is built and started (its lifespan), then driven through ASGI with ``--in-flight`` requests
 at once, ``--batches`` batches of ``--requests`` after one warm-up batch; it prints the process's CPU
@@ -11,7 +11,7 @@ time per request, minimum and median over the batches (the minimum is what a bus
 least), and the garbage collector's collections and time per generation. It needs the Redis of
 ``TASKBENCH_REDIS_URL`` (default 127.0.0.1:6379) and writes only under its own run prefix, which it
 deletes. ``--freeze`` calls ``gc.freeze()`` after start-up (the reference API does that itself unless
-``TASKBENCH_GC_FREEZE=false``). docs/benchmarks.md has what it measured for each change of issue 12.
+``TASKBENCH_GC_FREEZE=false``). docs/benchmarks.md has what it measured for each change to the API's CPU per request.
 """
 
 from __future__ import annotations
@@ -43,7 +43,12 @@ def main() -> None:
     os.environ.setdefault("TASKBENCH_RUN_ID", run_id)
     os.environ.setdefault("TASKBENCH_METRICS_DIR", tempfile.mkdtemp(prefix="taskbench-inproc-"))
     if args.server == "floor":
-        app = importlib.import_module(f"taskbench.floors.{args.backend}").create_app()
+        from taskbench import backends
+
+        floor = backends.info(args.backend).floor
+        if floor is None:
+            raise SystemExit(f"{args.backend} has no floor")
+        app = importlib.import_module(floor).create_app()
     else:
         from taskbench.service.app import create_app
 
