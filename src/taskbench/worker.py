@@ -116,7 +116,7 @@ def _stop_watchdog(loop: asyncio.AbstractEventLoop, backend: str) -> threading.T
     """Once the library has stopped, the rest of the stop is taskbench's own (a few Redis writes, the pools):
     if it has not ended within :data:`STOP_REPORT_S`, write what the loop is waiting on to the log.
 
-    Seen twice, with three and four test processes on two cores: a Celery and a Huey worker whose library
+    Seen twice, with three and four test processes on two cores: a Celery and a thread-pool worker whose library
     had stopped (no thread of it left) sat on an idle loop until SIGKILLed; the threads' stacks (DUMP_SIGNAL)
     cannot say which await it was, the tasks' stacks can (docs/benchmarks.md, "The test suite's own time")."""
 

@@ -43,8 +43,8 @@ def blocking_execute(ctx: WorkerContext, *, acknowledges: bool = True) -> Callab
 
     The loop (the caller's, running now) owns the Workloads' asyncio clients, so a coroutine must run
     there, not on a loop of the library's thread. ``acknowledges``: the library acknowledges a task once it
-    returned (False: Huey); the ledger's recording chooses from that and from where the tasks run
-    (:class:`taskbench.ledger.recording.Recorder`), nothing else is said here.
+    returned (False: a library that dequeues before it runs); the ledger's recording chooses from that and from
+    where the tasks run (:class:`taskbench.ledger.recording.Recorder`), nothing else is said here.
     """
     loop = asyncio.get_running_loop()
     execute = ctx.execute

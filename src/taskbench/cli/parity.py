@@ -14,8 +14,8 @@ def parity(
     sources: Annotated[str, typer.Option(
         help="published benchmarks, comma-separated: streaq, saq, python_queue_benchmark, or all")] = "all",
     libraries: Annotated[str, typer.Option(
-        help="only these libraries of them, comma-separated (arq, saq, streaq, taskiq, rq, huey, celery, "
-             "dramatiq), or all")] = "all",
+        help="only these libraries of them, comma-separated (`taskbench parity --help` lists the benchmarks; "
+             "each library's package declares its runs), or all")] = "all",
     rounds: Annotated[int, typer.Option(
         min=1, max=20, help="interleaved rounds (script, drain off, drain on; then backwards); medians")] = 3,
     tasks: Annotated[int | None, typer.Option(
@@ -45,7 +45,7 @@ def parity(
     from rich.console import Console
     from rich.markup import escape
 
-    from taskbench.published.shapes import SOURCES, source
+    from taskbench.backends.shapes import SOURCES, source
     from taskbench.report.parity import markdown
 
     if format not in ("markdown", "json"):

@@ -12,9 +12,9 @@ order sent, resolve the tasks' futures. A batch waits up to :data:`HOLD_TURNS` t
 the records of the worker's other running tasks, and leaves at once when it holds as many records as
 the worker runs tasks at once: with no hold, each of Taskiq's and FastStream's no-op tasks paid a write
 and a read of its own, 7 % of their drain rate (docs/benchmarks.md, "The ledger on no-op tasks"). A
-worker whose library hands each task from a thread of its own to the loop (Celery, Dramatiq, Huey:
+worker whose library hands each task from a thread of its own to the loop (Celery, Dramatiq, a thread-worker consumer:
 :func:`taskbench.backends._worker.blocking_execute`) has no other task on the loop to wait for: its
-batches do not wait (:meth:`LedgerWriter.set_hold` 0; Huey's no-op drain 0.947 -> 0.957-0.963 paired).
+batches do not wait (:meth:`LedgerWriter.set_hold` 0; a thread-pool worker's no-op drain 0.947 -> 0.957-0.963 paired).
 Those libraries' bodies that need no loop do not come here at all: they run and record in the library's
 thread (:mod:`taskbench.ledger.recording.threads`).
 

@@ -8,12 +8,13 @@ The workloads call it for every execution. The way inside follows where the back
   In a worker the harness started (``TASKBENCH_LEDGER_SPOOL``) whose ledger Redis is not its broker, it is stored
   in a slot of a spool file instead (:mod:`.spool`): the library acknowledges to another server, and a slot stored
   before the task returned outlives a killed worker (the harness forwards it). A Redis that is both: awaited.
-* **In the library's threads** (:attr:`Threading.THREADS`: Celery's threads pool, Dramatiq, Huey). A body that needs
-  no loop runs and records in the calling thread (:meth:`Recorder.record_here`, :mod:`.threads`), and the loop's
+* **In the library's threads** (:attr:`Threading.THREADS`: Celery's threads pool, Dramatiq, a consumer's thread
+  workers). A body that needs no loop runs and records in the calling thread (:meth:`Recorder.record_here`,
+  :mod:`.threads`), and the loop's
   batches leave at once. Where waiting for the reply protects nothing (a library that acknowledges nothing once a
   task returns, or a ledger Redis apart from the broker: :func:`ledger_apart`) the reply is read later, or, in a
   worker the harness started, the record is spooled. The loop's records of such a worker as above.
-* **In forked children** (:attr:`Threading.FORKED`: RQ's work horses, Huey's and Celery's process pools). Each child
+* **In forked children** (:attr:`Threading.FORKED`: work horses, process workers, Celery's prefork pool). Each child
   records with one blocking script call on its own client (:meth:`taskbench.ledger.core.Ledger.record_sync`); the
   parent records nothing and spools nothing.
 
@@ -112,7 +113,7 @@ class Recorder:
 
     def tasks_run(self, threading: Threading, *, acknowledges: bool = True) -> None:
         """Say where this worker's library runs its tasks, before the first one. ``acknowledges``: the library
-        acknowledges a task once it returned (False: Huey, which takes it off its queue before it runs it)."""
+        acknowledges a task once it returned (False: a library that takes it off its queue before it runs it)."""
         self.threading = threading
         if threading is Threading.THREADS:
             self._from_threads(confirm_later=not acknowledges or ledger_apart(self.settings))

@@ -1,7 +1,8 @@
 """The ledger's records made in the library's own thread, for the libraries that run tasks in threads .
 
-Celery (threads pool), Dramatiq and Huey call a task function in a thread of their own. A body that needs
-an event loop is handed to the worker's loop and waited for (:func:`taskbench.backends._worker.blocking_execute`);
+Celery (threads pool), Dramatiq and a thread-worker consumer call a task function in a thread of their own. A body
+that needs an event loop is handed to the worker's loop and waited for
+(:func:`taskbench.backends._worker.blocking_execute`);
 a body that does not (a no-op, an ``io/simple`` INCRBY with no delay) runs where the library called it,
 the way a synchronous task of these libraries is written, and its record is one blocking round trip on
 that thread's own Redis connection: the same packed ``EVALSHA`` of :data:`taskbench.ledger.RECORD` as the
@@ -22,14 +23,14 @@ next record connects again. A URL this does not speak to (TLS) leaves every body
 later (at the latest when :data:`UNCONFIRMED` of the connection's are unread, all in one read; the rest
 when the worker closes), so the thread does not sleep on a round trip a task. Used where waiting protects
 nothing (:class:`taskbench.ledger.recording.Recorder` decides): a library that acknowledges nothing once a
-task returns (Huey takes a task off Redis with ``BRPOP`` before it runs it and does not retry it), or a
+task returns (a library that takes a task off Redis with ``BRPOP`` before it runs it never retries it), or a
 ledger whose Redis is not the library's broker (the default: taskbench starts one Redis for each), where
 the library's acknowledgement cannot reach the ledger's server before the record. The bytes are in the
 kernel once ``sendall`` returns, and a worker killed after it cannot take them back (its socket still
 delivers them; Redis runs the record). A reply lost with the connection is logged with the task's id (if
 Redis did not run the record, the audit counts that task lost); a NOSCRIPT is sent again. Where the ledger
 shares the broker's Redis and the library acknowledges, each reply is still waited for. What it saves:
-docs/benchmarks.md, "Huey's records confirmed at a later record".
+docs/benchmarks.md, the thread workers' "records confirmed at a later record".
 """
 
 from __future__ import annotations

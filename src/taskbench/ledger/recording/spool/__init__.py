@@ -1,7 +1,7 @@
 """The ledger's records from a library's threads, spooled to memory the harness can read.
 
-Where a record's reply protects nothing (:class:`taskbench.ledger.recording.Recorder`: Huey, which
-acknowledges nothing once a task returns, and Celery's threads pool, Dramatiq and Huey whenever the
+Where a record's reply protects nothing (:class:`taskbench.ledger.recording.Recorder`: a library that
+acknowledges nothing once a task returns, and every library's thread pool whenever the
 ledger's Redis is not their broker), :mod:`taskbench.ledger.recording.threads` wrote each record to Redis before the
 task returned and read the reply later. That write cost a no-op task 25-40 µs of its worker's CPU, 7-11 %
 of its drain (docs/benchmarks.md): less for the system call itself than for the interpreter's lock, which a

@@ -52,7 +52,7 @@ HEADER: Final = 4096
 SLOTS: Final = 65536
 #: seconds between two batches of a worker while records come: each round costs the worker a wake-up of its
 #: thread, the interpreter's lock taken from the library's threads and given back, and a round trip (at
-#: 5 ms, 7 % of a no-op Huey worker's samples; at 50 ms, 3.7 %: docs/benchmarks.md). A record still reaches
+#: 5 ms, 7 % of a no-op thread-pool worker's samples; at 50 ms, 3.7 %: docs/benchmarks.md). A record still reaches
 #: Redis within about this long of its task's end; its times are the task's own.
 HOLD: Final = 0.05
 #: most records in one script

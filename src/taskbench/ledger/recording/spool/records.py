@@ -89,7 +89,7 @@ class SpoolRecords:
         self._pending = False
         self._stopping = False
         self._map(0)  # a folder that cannot take a file fails here, not in a task
-        # started by the first record: a process that forks and never records (RQ's, whose forked work horses
+        # started by the first record: a process that forks and never records (a forking library's, whose work horses
         # record) runs no thread of ours
         self._thread: threading.Thread | None = None
         me = weakref.ref(self)
