@@ -20,8 +20,8 @@ from tests.conftest import BrokerServers
 NAMES = textwrap.dedent("""
     import json
     from taskbench.backends._postgres import schema
-    from taskbench.backends.procrastinate import queue_name, retry_cron, heartbeat_interval
-    from taskbench.floors.procrastinate import _queue, _schema
+    from taskbench.backends.procrastinate.backend import queue_name, retry_cron, heartbeat_interval
+    from taskbench.backends.procrastinate.floor import _queue, _schema
     from taskbench.settings import Settings
 
     out = []
@@ -38,7 +38,7 @@ BROKER = textwrap.dedent("""
     import asyncio, json
     from fastapi import BackgroundTasks
     from taskbench.backends.base import DuplicateTask, ServiceContext
-    from taskbench.backends.procrastinate import backend
+    from taskbench.backends.procrastinate.backend import backend
     from taskbench.messages import TaskMessage
     from taskbench.settings import Settings
 

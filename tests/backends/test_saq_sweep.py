@@ -17,7 +17,7 @@ from taskbench.harness.processes.envs import ensure_env
 
 SCRIPT = textwrap.dedent("""
     import asyncio, logging, sys
-    from taskbench.backends.saq import _queue
+    from taskbench.backends.saq.backend import _queue
     from taskbench.settings import Settings
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(levelname)s %(message)s")
@@ -68,7 +68,7 @@ def test_sweep_skips_a_malformed_record(redis_url: str, run_id: str, client: red
 
 NEVER_STARTED = textwrap.dedent("""
     import asyncio
-    from taskbench.backends.saq import _queue
+    from taskbench.backends.saq.backend import _queue
     from taskbench.settings import Settings
 
     async def main():

@@ -11,7 +11,7 @@ import redis
 from taskbench import backends
 from taskbench.cli._common import backend_names
 from taskbench.driver import LoadSpec
-from taskbench.harness.commands.phases import WARMUP_PREFIX
+from taskbench.harness.case.warm_up import WARMUP_PREFIX
 from taskbench.harness.commands.runner import Runner
 from taskbench.harness.config import Placement, RunConfig
 from taskbench.ledger import Ledger
@@ -25,7 +25,7 @@ def test_the_seed_wiring_is_flagged_and_never_a_default() -> None:
     meta = backends.info(NAME)
     assert meta.unsafe and "pub/sub" in meta.unsafe
     assert meta.fans_out and not meta.durable
-    assert meta.extra == "faststream" and meta.module == "taskbench.backends.faststream_pubsub"
+    assert meta.extra == "faststream" and meta.module == "taskbench.backends.faststream.backend_pubsub"
     assert NAME not in backends.available()
     assert NAME not in backend_names("all")
     assert NAME in backends.available(unsafe=True)

@@ -141,7 +141,7 @@ def test_http_500_are_errors_with_their_ids(port: int) -> None:
 def test_a_409_is_recorded_as_refused(port: int) -> None:
     """A 409 (a known task id) is a non-2xx the driver records with its id, as ``http_409``: the
     audit counts those ids as refused, and the summary's errors % leaves them out."""
-    from taskbench.harness.commands.phases import queue_status, queue_summary
+    from taskbench.harness.case.audit import queue_status, queue_summary
 
     res = _run(port, "/known", users=2, requests=20)
     _check_consistent(res)

@@ -44,7 +44,7 @@ def test_a_timed_out_drain_gives_one_number_everywhere(redis_url: str, out_dir: 
 def test_an_unset_drain_timeout_grows_with_the_backlog() -> None:
     # RQ forks a child per job: 57 tasks/s on a quiet machine, so 10,000 tasks outlast a fixed 120 s drain
     # although the worker never stops; `taskbench run` without --drain-timeout waits for such a backlog
-    from taskbench.harness.commands.drain_wait import drain_timeout
+    from taskbench.harness.case.drain_wait import drain_timeout
 
     given = RunConfig(drain_timeout=120)
     unset = RunConfig(drain_timeout=120, drain_follows_backlog=True)

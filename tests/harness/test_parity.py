@@ -63,8 +63,8 @@ def test_several_runs_render_as_one_with_each_runs_task_count() -> None:
 
 @pytest.mark.slow
 def test_the_scripts_order_is_the_drains_order_with_the_ledger_off(tmp_path: Path) -> None:
+    from taskbench.backends.shapes import source
     from taskbench.harness.commands.parity import run_parity
-    from taskbench.published.shapes import source
 
     result = run_parity([source("saq")], rounds=2, output=tmp_path, libraries=["saq", "rq"], tasks=100,
                         ledger=(False,), timeout=300, say=lambda _: None)
@@ -104,8 +104,8 @@ def test_the_table_gives_the_scripts_own_enqueue_and_drain_seconds() -> None:
 
 @pytest.mark.slow
 def test_ledger_none_runs_the_script_alone(tmp_path: Path) -> None:
+    from taskbench.backends.shapes import source
     from taskbench.harness.commands.parity import run_parity
-    from taskbench.published.shapes import source
 
     result = run_parity([source("saq")], rounds=1, output=tmp_path, libraries=["saq"], tasks=200, ledger=(),
                         timeout=300, say=lambda _: None)
@@ -123,7 +123,7 @@ def test_a_library_error_at_enqueue_is_the_runs_result_at_once() -> None:
     from taskbench.net import free_port
 
     python = ensure_pinned("article-000")
-    argv = [str(python), "-m", "taskbench.published.saq_noop", "--redis-url", f"redis://127.0.0.1:{free_port()}/0",
+    argv = [str(python), "-m", "taskbench.backends.saq.published", "--redis-url", f"redis://127.0.0.1:{free_port()}/0",
             "--prefix", "taskbench:parity-t1:", "--tasks", "50000", "--concurrency", "10", "--enqueue", "gather",
             "--parallel", "20", "--timing", "poll", "--timeout", "30"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
@@ -135,8 +135,8 @@ def test_a_library_error_at_enqueue_is_the_runs_result_at_once() -> None:
 
 @pytest.mark.slow
 def test_a_pinned_environment_runs_the_script_on_its_versions(tmp_path: Path) -> None:
+    from taskbench.backends.shapes import source
     from taskbench.harness.commands.parity import run_parity
-    from taskbench.published.shapes import source
 
     result = run_parity([source("saq")], rounds=1, output=tmp_path, libraries=["saq", "arq"], tasks=100, ledger=(),
                         timeout=300, versions_set="article-000", say=lambda _: None)

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import redis
 
-from taskbench.harness.commands.phases import stop_failures
+from taskbench.harness.case.stop import stop_failures
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.processes.stack import STOP_MARGIN, Stack
 from taskbench.net import free_port, healthy

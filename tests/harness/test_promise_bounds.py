@@ -9,7 +9,7 @@ import pytest
 
 from taskbench import backends
 from taskbench.backends import bounds
-from taskbench.harness.commands.phases import queue_status
+from taskbench.harness.case.audit import queue_status
 from taskbench.harness.faults.recovery import fault_verdict, promise_of
 from taskbench.harness.faults.verdict import judge
 from taskbench.results import FaultRecord, Summary

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import redis
 
-from taskbench.harness.commands.phases import drain, read_ledger, warm_up
+from taskbench.harness.case.audit import read_ledger
+from taskbench.harness.case.drain_wait import drain
+from taskbench.harness.case.warm_up import warm_up
 from taskbench.harness.faults.stalls import Patient, server_of
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.ledger import Ledger
@@ -226,7 +228,7 @@ def test_a_drain_that_follows_its_backlog_goes_on_while_tasks_run(client: redis.
 
 
 def test_a_followed_drain_ends_at_the_latest_and_without_a_pace() -> None:
-    from taskbench.harness.commands.phases import extended
+    from taskbench.harness.case.drain_wait import extended
 
     assert extended(done=100, seconds=10, left=100, now=1000, latest=5000) == 1000 + 1.5 * 10 + 30
     assert extended(done=100, seconds=10, left=10**6, now=1000, latest=5000) == 5000
@@ -235,7 +237,7 @@ def test_a_followed_drain_ends_at_the_latest_and_without_a_pace() -> None:
 
 
 def test_the_still_running_window() -> None:
-    from taskbench.harness.commands.phases import STILL_RUNNING, still_running_window
+    from taskbench.harness.case.drain_wait import STILL_RUNNING, still_running_window
 
     assert still_running_window(120, None) == STILL_RUNNING
     assert still_running_window(120, 16) == STILL_RUNNING
@@ -250,7 +252,7 @@ def test_the_still_running_window() -> None:
 def test_supervised_starts_an_exited_worker_again_during_the_load(tmp_path: Path) -> None:
     import sys
 
-    from taskbench.harness.commands.phases import supervised
+    from taskbench.harness.case.drain_wait import supervised
     from taskbench.wait import wait_until
 
     said: list[str] = []
@@ -306,7 +308,7 @@ def test_a_worker_started_again_gets_a_whole_stall_window(client: redis.Redis, r
 def test_the_drain_waits_for_a_promised_redelivery() -> None:
     # RQ with Retry promises a dead worker's job back within 1095 s of the kill with RQ's defaults: the
     # drain's deadline follows the last kill, or the fault's time when no kill has happened yet
-    from taskbench.harness.commands.drain_wait import redelivery_deadline
+    from taskbench.harness.case.drain_wait import redelivery_deadline
 
     assert redelivery_deadline([], None, 1095) is None
     assert redelivery_deadline([1000.0, 1010.0], None, 1095) == 1010 + 1095 + 109.5

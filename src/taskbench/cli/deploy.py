@@ -61,7 +61,7 @@ def k8s(
 ) -> None:
     """Write the manifests of one run: Secret, ConfigMap, Redis StatefulSets (or your URLs), the API and the
     workers, the drivers as an Indexed Job, the collector Job."""
-    from taskbench.harness.commands.runner import describe_load
+    from taskbench.harness.case.pipeline import describe_load
     from taskbench.harness.config import load_spec
     from taskbench.k8s.config import Cluster, Resources
     from taskbench.k8s.manifests import manifests

@@ -51,7 +51,7 @@ def drive(
     from taskbench.driver import RequestTemplate
     from taskbench.driver.segments import parse_segment
     from taskbench.harness import HarnessError
-    from taskbench.harness.commands.own_task import BUILT_IN_BODY
+    from taskbench.harness.case.own_task import BUILT_IN_BODY
     from taskbench.harness.commands.segment import drive_segment
     from taskbench.harness.config import load_spec
     from taskbench.harness.faults.stalls import redis_client

@@ -7,8 +7,8 @@ not overlap: a slow one delays the next; a last one is taken when the drain has 
 the API's request counter and its task counter less what they held before the load (the warm-up), and,
 once the load has ended, the driver's answers per second are laid beside them (:func:`answered_by`).
 
-Read by :class:`taskbench.harness.commands.runner.Runner` (the ``with`` around the load and the drain); the
-record is :class:`taskbench.results.api_scrape.ApiScrapeRecord`.
+Read by :class:`taskbench.harness.case.reference.ReferenceCase` (armed around the load and the drain);
+the record is :class:`taskbench.results.api_scrape.ApiScrapeRecord`.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 from taskbench.driver import LoadResult, LoadSpec, RequestTemplate, run_load
-from taskbench.harness.commands.phases import drain
+from taskbench.harness.case.drain_wait import drain
 from taskbench.harness.load.backlog import origin_of
 from taskbench.harness.load.search import Objective, Search, measure
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.ledger import Ledger
-from taskbench.ledger_rows import sort_rows
+from taskbench.ledger.rows import sort_rows
 from taskbench.results.load import RateSearch, RateStep
 
 Say = Callable[[str], None]

@@ -1,5 +1,5 @@
-"""The harness's commands: what ``taskbench run``, ``drain``, ``overhead``, ``ceiling`` and ``up`` do.
+"""The harness's commands: what ``taskbench run`` (:mod:`.runner`, ``--target``: :mod:`.target`), ``drain``,
+``overhead``, ``ceiling``, ``up``, ``choose``, ``parity``, ``drive --segment`` and ``collector`` do.
 
-:mod:`.runner` (the cases of a benchmark) with :mod:`.phases` (a queue case's phases after start-up),
-:mod:`.drain`, :mod:`.overhead`, :mod:`.ceiling` and :mod:`.up`.
+A case of any of them is a pipeline of :mod:`taskbench.harness.case`.
 """

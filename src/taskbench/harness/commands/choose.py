@@ -213,9 +213,9 @@ class Chooser:
 
     def _fault_config(self, fault: str, rates: dict[str, float | None]) -> RunConfig:
         """The fault matrix's settings (scenarios/files/faults.toml): open load, the fault 2 s in, a 3 s task
-        timeout, each library's quick recovery (``Options.quick_recovery``: with its defaults a library may give a
-        dead worker's jobs half an hour to come back, and the drain would wait for them); the rate is the lowest half-sustainable rate of
-        the backends (one load for all of them), at most 300/s, at least 20/s."""
+        timeout, each library's quick recovery (``Options.quick_recovery``: with its defaults a library may
+        give a dead worker's jobs half an hour to come back, and the drain would wait for them); the rate is
+        the lowest half-sustainable rate of the backends (one load for all of them), at most 300/s, at least 20/s."""
         known = [r / 2 for r in rates.values() if r]
         rate = max(20.0, min([300.0, *known]))
         load = LoadSpec(model="open", rate=rate, users=50, duration=self.budget.fault_duration_s)

@@ -1,39 +1,29 @@
 """The collector of a distributed run: wait for every driver's segment, merge them, drain, audit the ledger.
 
-The same function ends a cluster run (the collector Job, ``taskbench collector``) and ``taskbench run
---nodes N`` (the harness, in the root network namespace): what the drivers publish under the run's prefix
-(:mod:`taskbench.harness.commands.segment`) becomes one :class:`~taskbench.results.QueueCase` whose load is the
-exact merge of theirs (:func:`~taskbench.driver.segments.merge_segments`), drained and audited as a
-single-driver case is (the drain, the ledger's read and audit, the row and status of :mod:`.phases`).
+The same pipeline (:class:`CollectCase`) ends a cluster run (the collector Job, ``taskbench collector``) and
+``taskbench run --nodes N`` (the harness, in the root network namespace): what the drivers publish under the
+run's prefix (:mod:`taskbench.harness.commands.segment`) becomes one :class:`~taskbench.results.QueueCase` whose
+load is the exact merge of theirs (:func:`~taskbench.driver.segments.merge_segments`), drained and audited as a
+single-driver case is (a case's pipeline, :mod:`taskbench.harness.case.pipeline`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from taskbench import backends
 from taskbench.driver.segments import Segment, merge_segments
-from taskbench.harness.commands.phases import (
-    WARMUP_PREFIX,
-    drain,
-    queue_status,
-    queue_summary,
-    read_ledger,
-)
+from taskbench.harness.case.pipeline import Loaded, Pipeline
 from taskbench.harness.commands.segment import wait_segments
-from taskbench.harness.processes.process_set import ProcessSet
-from taskbench.ledger import Ledger, audit
+from taskbench.harness.processes.stack import Stack
+from taskbench.ledger import Ledger
 from taskbench.results import QueueCase, Result
 from taskbench.settings import Settings
 
 Say = Callable[[str], None]
-
-#: after a drain that did not end, seconds for a task finishing then to be counted late, not lost (a run's)
-LATE_GRACE = 2.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,54 +43,56 @@ class Collect:
     logs: str | None = None
 
 
-def collect_case(client: Any, spec: Collect, *, say: Say, procs: Any = None,
-                 stop_executors: Callable[[], list[str]] | None = None) -> tuple[QueueCase, list[Segment]]:
-    """One queue case from the drivers' segments and the ledger; ``procs`` (the processes of ``run
-    --nodes``: a ProcessSet, or a view of one with ``dead()`` and ``procs``) end the waits early when one
-    dies. ``stop_executors``: after a drain that did not end, stop what runs the tasks before the audit (as
-    a run does), so that the audit reads a ledger no worker writes any more; a cluster's collector cannot
-    (the workers are a Deployment), and audits the ledger as it is then. The segments are returned for the
-    result's record."""
-    settings = spec.settings
-    backend = backends.info(settings.backend)
-    procs = procs if procs is not None else ProcessSet({})
-    ledger = Ledger(settings.prefix)
-    case = QueueCase(backend=settings.backend, broker=settings.broker, workload=spec.workload,
-                     enqueue_mode=settings.enqueue_mode, durable=spec.durable, durability=spec.durability,
-                     has_worker=backend.has_worker, workers=spec.workers if backend.has_worker else 0,
-                     concurrency=settings.concurrency, run_id=settings.run_id, unsafe=backend.unsafe, logs=spec.logs)
-    delivery = backend.delivery_on(settings.broker, case.promise_settings)
-    case.delivery = f"{delivery.guarantee}: {delivery.recovery}"
+class CollectCase(Pipeline):
+    """The collector's pipeline: its load is the drivers' segments, merged; nothing to start or warm up (the
+    drivers, the workers and the API are the cluster's), and no worker it could stop before the audit (a
+    Deployment's): it audits the ledger as it is then. ``run --nodes`` starts them
+    (:class:`taskbench.harness.nodes.runner.NodesCase`)."""
 
-    def died() -> str | None:
-        dead = procs.dead()
+    stops_executors = False
+
+    def __init__(self, client: Any, spec: Collect, *, say: Say, stack: Stack | None = None) -> None:
+        settings = spec.settings
+        backend = backends.info(settings.backend)
+        case = QueueCase(backend=settings.backend, broker=settings.broker, workload=spec.workload,
+                         enqueue_mode=settings.enqueue_mode, durable=spec.durable, durability=spec.durability,
+                         has_worker=backend.has_worker, workers=spec.workers if backend.has_worker else 0,
+                         concurrency=settings.concurrency, run_id=settings.run_id, unsafe=backend.unsafe,
+                         logs=spec.logs)
+        delivery = backend.delivery_on(settings.broker, case.promise_settings)
+        case.delivery = f"{delivery.guarantee}: {delivery.recovery}"
+        super().__init__(case, label=settings.backend, client=client, ledger=Ledger(settings.prefix), say=say,
+                         stack=stack, drain_timeout=spec.drain_timeout, drain_stall=spec.drain_stall)
+        self.spec = spec
+        self.segments: list[Segment] = []
+
+    def warm_up(self) -> int:
+        return self.spec.warm_accepted
+
+    def died(self) -> str | None:
+        dead = self.procs.dead()
         return ", ".join(f"{p.name} exited with code {p.exit_code()} (log: {p.log_path})" for p in dead) or None
 
-    segments = wait_segments(client, settings.prefix, spec.drivers, timeout=spec.segment_timeout, abort=died)
-    load = merge_segments(segments)
-    case.load = load.to_model()
-    say(f"{spec.drivers} driver(s): {load.ok} accepted at {load.rps:.0f} req/s; draining")
-    load_start, load_end = load.first_send, load.last_response
-    drained = drain(procs, client, ledger, target=spec.warm_accepted + len(load.accepted_ids),
-                    accepted=load.accepted_ids, load_end=load_end, timeout=spec.drain_timeout, say=say,
-                    stall=spec.drain_stall)
-    failures = list(drained.failures)
-    if not drained.drained and stop_executors is not None:
-        time.sleep(LATE_GRACE)  # a straggler finishing now is counted late, not lost
-        stop_executors()
-    rows, read_failures = read_ledger(client, ledger, say=say)
-    failures += read_failures
-    report = None if rows is None else audit(
-        load.accepted_ids, rows.counts, rows.times, deadline=drained.deadline, ignore_prefix=WARMUP_PREFIX,
-        start=load_start, corrupt=rows.corrupt, failed_ids=load.failed_ids,
-        refused_ids=load.refused_ids()).to_model()
-    failures += drained.lines(None if report is None else report.lost)
-    case.audit = report
-    case.summary = queue_summary(case.load, report, load_start=load_start, drained=drained.drained, fault=None)
-    audit_ok = report is not None and (report.corrupt == 0 if backend.unsafe else report.ok)
-    case.failures = failures
-    case.status = queue_status(case.summary, audit_ok=audit_ok, drained=drained.drained, failures=failures)
-    return case, segments
+    def load(self) -> Loaded:
+        spec = self.spec
+        self.segments = wait_segments(self.client, spec.settings.prefix, spec.drivers, timeout=spec.segment_timeout,
+                                      abort=self.died)
+        load = merge_segments(self.segments)
+        self.case.load = load.to_model()
+        return Loaded(load, load.first_send, load.last_response)
+
+    def draining_line(self, loaded: Loaded) -> str:
+        return f"{self.spec.drivers} driver(s): {super().draining_line(loaded)}"
+
+    def finish(self) -> None:
+        """The client is the caller's: it reads the ledger's Redis after the case too."""
+
+
+def collect_case(client: Any, spec: Collect, *, say: Say) -> tuple[QueueCase, list[Segment]]:
+    """One queue case from the drivers' segments and the ledger (a cluster's collector); the segments are
+    returned for the result's record."""
+    pipeline = CollectCase(client, spec, say=say)
+    return pipeline.run(), pipeline.segments
 
 
 def segments_record(segments: list[Segment]) -> list[dict[str, Any]]:

@@ -115,7 +115,8 @@ def server_argv(server: str, backend: str, python: Path, port: int, *, frozen: b
     and the floor ``gc.freeze()`` once their app is built)."""
     if server == "taskbench":
         return [str(python), "-m", "taskbench", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    app = "taskbench.service.baseline:create_app" if server == "ceiling" else f"{backends.info(backend).floor}:create_app"
+    floor = f"{backends.info(backend).floor}:create_app"
+    app = "taskbench.service.baseline:create_app" if server == "ceiling" else floor
     return [str(python), "-c", (_UVICORN_FROZEN if frozen else _UVICORN).format(app=app, port=port)]
 
 

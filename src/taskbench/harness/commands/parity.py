@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from taskbench import backends
+from taskbench.backends.shapes import Shape, Source
 from taskbench.harness import HarnessError, progress
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
 from taskbench.harness.commands.drain import _drain_backend, drain_placement
@@ -25,7 +26,6 @@ from taskbench.harness.config import Placement
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes.envs import ensure_env, ensure_pinned, environment_key, pinned_backends, versions
 from taskbench.harness.processes.stack import Stack
-from taskbench.backends.shapes import Shape, Source
 
 Say = Callable[[str], None]
 #: a published script's exit when the library raised (its last line names the error: taskbench.backends._published)

@@ -5,9 +5,10 @@ driver sends each request with a task reference (``<case run id>.<n>-<seq>@<send
 ``X-Taskbench-Task`` header and/or where the ``--payload`` template says ``{task_id}``; the user's task,
 wrapped in the probe's decorator (``probe/``, ``taskbench_probe``), records each execution under
 ``taskbench:<case run id>:`` in the ledger's Redis (``--redis-url``, the probe's ``TASKBENCH_LEDGER_URL``).
-From there the phases are the reference run's: the drain waits for the accepted ids, the audit
-compares them with the ledger (lost, duplicated, unexpected, failed), the fault's recovery figures and
-verdict read the same records, and the result is a ``run`` result that ``report`` and ``compare`` read.
+From there the case is a run's pipeline (:mod:`taskbench.harness.case.pipeline`, :class:`TargetCase` its
+hooks): the drain waits for the accepted ids, the audit compares them with the ledger (lost, duplicated,
+unexpected, failed), the fault's recovery figures and verdict read the same records, and the result is a
+``run`` result that ``report`` and ``compare`` read.
 
 Two things are new, because the service is not ours: before the load, the target must answer on its
 port (else one line: is the service running?); and when no execution reaches the ledger within the
@@ -34,9 +35,10 @@ from urllib.parse import urlsplit
 
 from taskbench import backends
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
-from taskbench.harness import HarnessError, progress
+from taskbench.harness import HarnessError
 from taskbench.harness.brokers.redis import check_reachable, describe
-from taskbench.harness.commands.phases import drain, queue_status, queue_summary, read_ledger
+from taskbench.harness.case.audit import queue_summary
+from taskbench.harness.case.pipeline import Loaded, Pipeline
 from taskbench.harness.commands.runner import stamp, write_result
 from taskbench.harness.faults.context import Broker
 from taskbench.harness.faults.injector import Injector
@@ -48,9 +50,9 @@ from taskbench.harness.machine import result_header
 from taskbench.harness.processes.envs import project_root
 from taskbench.harness.processes.runs import registered
 from taskbench.harness.processes.stack import Stack
-from taskbench.ledger import Ledger, audit
+from taskbench.ledger import Ledger, Outcomes
 from taskbench.net import listening
-from taskbench.results import AuditResult, FaultRecord, Promise, QueueCase, Result
+from taskbench.results import Cleanup, Promise, QueueCase, Result
 
 Say = Callable[[str], None]
 #: the header the probe reads (``taskbench_probe.HEADER``), and what the driver fills in it
@@ -164,18 +166,23 @@ class TargetRunner:
         if self.pace_line:
             self.say(self.pace_line)
         with registered(cfg.output, self.say):
-            case = self._case(result)
+            case = TargetCase(cfg, run_id=f"{self.run_id}-target", logs=self.out_dir / "logs" / "0-target",
+                              say=self.say).run()
         result.cases.append(case)
         result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         write_result(self.result_path(), result)
         return result
 
-    def _case(self, result: Result) -> QueueCase:
-        cfg = self.config
-        run_id = f"{self.run_id}-target"
-        ledger = Ledger(f"taskbench:{run_id}:")
-        client = redis_client(cfg.ledger_url)
-        logs = self.out_dir / "logs" / "0-target"
+
+class TargetCase(Pipeline):
+    """The user's service as a case's pipeline: taskbench starts only what ``--worker-cmd`` and
+    ``--api-cmd`` name, warms nothing up, and stops the load when nothing reaches the ledger."""
+
+    ignore_prefix = None  # no warm-up: every id is the load's
+    stops_executors = False
+
+    def __init__(self, cfg: TargetConfig, *, run_id: str, logs: Path, say: Say) -> None:
+        self.cfg, self.logs = cfg, logs
         durable = cfg.enqueue_mode == "awaited"
         has_worker = cfg.worker_cmd is not None or cfg.worker_pid is not None
         case = QueueCase(backend=cfg.library or "target", label=f"target {cfg.url}", workload=f"target {cfg.url}",
@@ -183,126 +190,121 @@ class TargetRunner:
                          durability="" if durable else "after-response enqueue: the 2xx comes before the broker "
                                                        "has the task", workers=1 if has_worker else 0,
                          run_id=run_id, logs=str(logs), promise_settings=cfg.promise_settings)
-        promise = None
+        self.promise: Promise | None = None
         if cfg.library is not None:
-            promise = promise_of(cfg.library, "redis", durable=durable, why=case.durability,
-                                 settings=cfg.promise_settings)
-            case.delivery = promise.text
-        failures: list[str] = []
+            self.promise = promise_of(cfg.library, "redis", durable=durable, why=case.durability,
+                                      settings=cfg.promise_settings)
+            case.delivery = self.promise.text
         stack = Stack({**os.environ, "TASKBENCH_LEDGER_URL": cfg.ledger_url}, name=run_id,
                       stop_timeout=cfg.stop_timeout)
-        load = None
-        try:
-            with stack:
-                if cfg.worker_cmd is not None:
-                    self.say(f"starting your worker: {cfg.worker_cmd} (its log: {logs / 'worker-0.log'})")
-                    stack.start("worker-0", ["/bin/sh", "-c", cfg.worker_cmd], logs / "worker-0.log", role="workers")
-                if cfg.api_cmd is not None:
-                    self.say(f"starting your API: {cfg.api_cmd} (its log: {logs / 'api.log'})")
-                    stack.start("api", ["/bin/sh", "-c", cfg.api_cmd], logs / "api.log", role="api")
-                    port = cfg.template.port
-                    stack.wait_ready(lambda: listening(port), timeout=cfg.startup_timeout,
-                                     what=f"your API on 127.0.0.1:{port} (its log: {logs / 'api.log'})")
-                spec = dataclasses.replace(cfg.load, id_prefix=f"{run_id}.")
-                injector = self._injector(stack) if cfg.fault is not None else None
-                stop, missing = threading.Event(), threading.Event()
-                started = threading.Event()
-                watcher = threading.Thread(target=self._watch_first, args=(ledger, client, started, stop, missing),
-                                           name="taskbench-first-execution", daemon=True)
-                watcher.start()
+        super().__init__(case, label="target", client=redis_client(cfg.ledger_url),
+                         ledger=Ledger(f"taskbench:{run_id}:"), say=say, stack=stack,
+                         drain_timeout=cfg.drain_timeout, drain_stall=cfg.drain_stall)
+        self.stack: Stack = stack
 
-                def on_start() -> None:
-                    started.set()
-                    if injector is not None:
-                        injector.started()
+    def start(self) -> None:
+        cfg, stack, logs = self.cfg, self.stack, self.logs
+        if cfg.worker_cmd is not None:
+            self.say(f"starting your worker: {cfg.worker_cmd} (its log: {logs / 'worker-0.log'})")
+            stack.start("worker-0", ["/bin/sh", "-c", cfg.worker_cmd], logs / "worker-0.log", role="workers")
+        if cfg.api_cmd is not None:
+            self.say(f"starting your API: {cfg.api_cmd} (its log: {logs / 'api.log'})")
+            stack.start("api", ["/bin/sh", "-c", cfg.api_cmd], logs / "api.log", role="api")
+            port = cfg.template.port
+            stack.wait_ready(lambda: listening(port), timeout=cfg.startup_timeout,
+                             what=f"your API on 127.0.0.1:{port} (its log: {logs / 'api.log'})")
 
-                def executed() -> int:
-                    return ledger.executed_count(client)
+    def load(self) -> Loaded | None:
+        cfg, case = self.cfg, self.case
+        spec = dataclasses.replace(cfg.load, id_prefix=f"{case.run_id}.")
+        injector = self.injector = self._injector() if cfg.fault is not None else None
+        stop, missing, started = threading.Event(), threading.Event(), threading.Event()
+        watcher = threading.Thread(target=self._watch_first, args=(started, stop, missing),
+                                   name="taskbench-first-execution", daemon=True)
+        watcher.start()
 
-                self.say(f"load: {cfg.url}, {spec.model} model, {spec.users} users; the task reference in "
-                         + ("the X-Taskbench-Task header" if cfg.id_header else "the payload"))
-                load_start = time.time()
-                with injector.armed(load_start) if injector else contextlib.nullcontext():
-                    with progress.phase("[target] load", total=spec.requests, duration=spec.duration,
-                                        executed=executed):
-                        load = run_load(cfg.template, spec, started=on_start, stop=stop)
-                    load_end = time.time()
-                    stop.set()
-                    if injector is not None:
-                        injector.load_ended()
-                    case.load = load.to_model()
-                    if missing.is_set():  # the run's result says so too: no audit, one failure, status failed
-                        message = self._missing_message(load.ok, load.errors)
-                        self.say(message)
-                        case.failures = [message]
-                        case.summary = queue_summary(case.load, None, load_start=load_start, drained=False,
-                                                     fault=injector.record if injector is not None else None)
-                        case.status = "failed"
-                        return case
-                    self.say(f"{load.ok} accepted at {load.rps:.0f} req/s; draining")
-                    with progress.phase("[target] drain", total=len(load.accepted_ids), executed=executed):
-                        drained = drain(stack.procs, client, ledger, target=len(load.accepted_ids),
-                                        accepted=load.accepted_ids, load_end=load_end, timeout=cfg.drain_timeout,
-                                        say=self.say, stall=cfg.drain_stall)
-                if injector is not None:
-                    case.fault = injector.record
-                    if injector.record.error:
-                        failures.append(f"fault {injector.record.fault}: {injector.record.error}")
-                    elif not injector.record.injected:
-                        failures.append(f"fault {injector.record.fault}: {injector.record.note}")
-                with progress.phase("[target] audit"):
-                    rows, read_failures = read_ledger(client, ledger, say=self.say)
-                    failures += read_failures
-                    report = None if rows is None else audit(
-                        load.accepted_ids, rows.counts, rows.times, deadline=drained.deadline, start=load_start,
-                        corrupt=rows.corrupt, failed_ids=load.failed_ids, refused_ids=load.refused_ids(),
-                        outcomes=ledger.outcomes(client)).to_model()
-                # a loss the service's promise allows (after-response, at-most-once) never comes: the drain
-                # that waited for it in vain is that loss (audited), not a failure of its own; a backlog it ran out of
-                # time on is no loss a promise allows
-                allowed = not durable or (promise is not None and not promise.keeps_accepted)
-                drain_ok = drained.drained or (allowed and not drained.still_running)
-                lines = drained.lines(None if report is None else report.lost)
-                if drain_ok:
-                    for line in lines:
-                        self.say(line)
-                else:
-                    failures += lines
-                if rows is not None and case.fault is not None:
-                    case.fault = summarize(case.fault, rows.times, case.load, promise)
-        finally:
-            case.exit_codes = dict(stack.exit_codes)
-            case.cleanup = self._clean_up(client, run_id)
-            client.close()
-        case.audit = report
-        injected = case.fault is not None and case.fault.injected
-        failures += self._verdict(report, case.fault, promise)
-        case.summary = queue_summary(case.load, report, load_start=load_start, drained=drained.drained,
-                                     fault=case.fault)
-        case.failures = failures
-        audit_ok = report is not None and (report.corrupt == 0 if injected or not durable else report.ok)
-        case.status = queue_status(case.summary, audit_ok=audit_ok, drained=drain_ok, failures=failures)
-        return case
+        def on_start() -> None:
+            started.set()
+            if injector is not None:
+                injector.started()
 
-    @staticmethod
-    def _verdict(report: AuditResult | None, fault: FaultRecord | None, promise: Promise | None) -> list[str]:
+        self.say(f"load: {cfg.url}, {spec.model} model, {spec.users} users; the task reference in "
+                 + ("the X-Taskbench-Task header" if cfg.id_header else "the payload"))
+        load_start = time.time()
+        if injector is not None:
+            self.through_drain.enter_context(injector.armed(load_start))
+        with self.step("load", total=spec.requests, duration=spec.duration, executed=self.executed):
+            load = run_load(cfg.template, spec, started=on_start, stop=stop)
+        load_end = time.time()
+        stop.set()
+        if injector is not None:
+            injector.load_ended()
+        case.load = load.to_model()
+        if missing.is_set():  # the run's result says so too: no audit, one failure, status failed
+            message = self._missing_message(load.ok, load.errors)
+            self.say(message)
+            case.failures = [message]
+            case.summary = queue_summary(case.load, None, load_start=load_start, drained=False,
+                                         fault=injector.record if injector is not None else None)
+            case.status = "failed"
+            return None
+        return Loaded(load, load_start, load_end)
+
+    def after_drain(self, loaded: Loaded) -> None:
+        self.record_fault()
+
+    def outcomes(self) -> Outcomes | None:
+        return self.ledger.outcomes(self.client)
+
+    def judge_drain(self) -> None:
+        # a loss the service's promise allows (after-response, at-most-once) never comes: the drain that
+        # waited for it in vain is that loss (audited), not a failure of its own; a backlog it ran out of
+        # time on is no loss a promise allows
+        drained, promise = self.drained, self.promise
+        allowed = not self.case.durable or (promise is not None and not promise.keeps_accepted)
+        self.drain_ok = drained.drained or (allowed and not drained.still_running)
+        lines = drained.lines(None if self.report is None else self.report.lost)
+        if self.drain_ok:
+            for line in lines:
+                self.say(line)
+        else:
+            self.failures += lines
+
+    def figures(self, loaded: Loaded) -> None:
+        if self.rows is not None and self.case.fault is not None:
+            self.case.fault = summarize(self.case.fault, self.rows.times, self.case.load, self.promise)
+
+    def stop(self) -> None:
+        """Nothing before the clean-up: the stack stops what taskbench started as it closes."""
+
+    def clean_up(self) -> None:
+        self.case.cleanup = _clean_up(self.client, self.case.run_id, keep=self.cfg.keep)
+
+    def stop_failures(self) -> list[str]:
+        return []  # the user's processes: how they exit at a stop is theirs
+
+    def verdict(self) -> list[str]:
         """What fails the case: a loss or duplicate the library's promise rules out (after a fault: also
         no recovery); without ``--library``, a task that never ran."""
+        report, fault = self.report, self.case.fault
         if report is None:
             return []
         if fault is not None and fault.injected:
             return broken_promises(fault, lost=report.lost, duplicated=report.duplicated)
-        if promise is not None:
-            return unkept_promises(promise, lost=report.lost, duplicated=report.duplicated)
+        if self.promise is not None:
+            return unkept_promises(self.promise, lost=report.lost, duplicated=report.duplicated)
         return [f"{report.lost} accepted task(s) never ran (--library names your queue library: its promise "
                 "then judges them)"] if report.lost else []
 
-    def _watch_first(self, ledger: Ledger, client: Any, started: threading.Event, stop: threading.Event,
-                     missing: threading.Event) -> None:
+    def figures_of_loss(self) -> bool:
+        return self.injected or not self.case.durable
+
+    def _watch_first(self, started: threading.Event, stop: threading.Event, missing: threading.Event) -> None:
         """Stop the load when no execution reached the ledger within ``first_execution`` s of its start."""
-        if not started.wait(self.config.startup_timeout + 60) or stop.is_set():
+        ledger, client = self.ledger, self.client
+        if not started.wait(self.cfg.startup_timeout + 60) or stop.is_set():
             return
-        deadline = time.monotonic() + self.config.first_execution
+        deadline = time.monotonic() + self.cfg.first_execution
         while time.monotonic() < deadline and not stop.is_set():
             with contextlib.suppress(Exception):  # a Redis that stalls: the next look decides
                 if ledger.executed_count(client):
@@ -317,7 +319,7 @@ class TargetRunner:
     def _missing_message(self, ok: int, errors: dict[str, int]) -> str:
         from taskbench.harness.brokers.base import redact
 
-        cfg = self.config
+        cfg = self.cfg
         within = f"within {cfg.first_execution:g} s of load"
         if not ok:
             return (f"the load stopped: {cfg.url} answered none of its requests with a 2xx {within} "
@@ -327,8 +329,8 @@ class TargetRunner:
                 "in @taskbench_probe.recorded, hand it task_ref(request) (or the payload's field), and start the "
                 f"workers with TASKBENCH_LEDGER_URL={redact(cfg.ledger_url)} (probe/README.md)")
 
-    def _injector(self, stack: Stack) -> Injector:
-        cfg = self.config
+    def _injector(self) -> Injector:
+        cfg, stack = self.cfg, self.stack
         assert cfg.fault is not None
         broker = Broker("redis", cfg.broker_url) if cfg.broker_url else None
 
@@ -340,17 +342,16 @@ class TargetRunner:
         return Injector(cfg.fault, stack.procs, ready=ready, restarted=lambda proc: None,
                         ready_timeout=cfg.startup_timeout, broker=broker)
 
-    def _clean_up(self, client: Any, run_id: str) -> Any:
-        from taskbench.results import Cleanup
 
-        prefix = f"taskbench:{run_id}:"
-        if self.config.keep:
-            return Cleanup(kept=True, prefix=prefix)
-        deleted = 0
-        with contextlib.suppress(Exception):
-            keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-            deleted = int(client.unlink(*keys)) if keys else 0
-        return Cleanup(kept=False, patterns=[f"{prefix}*"], deleted_keys=deleted)
+def _clean_up(client: Any, run_id: str, *, keep: bool) -> Cleanup:
+    prefix = f"taskbench:{run_id}:"
+    if keep:
+        return Cleanup(kept=True, prefix=prefix)
+    deleted = 0
+    with contextlib.suppress(Exception):
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        deleted = int(client.unlink(*keys)) if keys else 0
+    return Cleanup(kept=False, patterns=[f"{prefix}*"], deleted_keys=deleted)
 
 
 def reachable(url: str, timeout: float = 3.0) -> None:

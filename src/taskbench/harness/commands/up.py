@@ -20,7 +20,8 @@ from taskbench import backends, brokers, params
 from taskbench.harness import HarnessError
 from taskbench.harness.brokers import check_broker, needs_private_broker, provide_broker
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
-from taskbench.harness.commands.phases import prepare, purge
+from taskbench.harness.case.start import prepare
+from taskbench.harness.case.stop import purge
 from taskbench.harness.config import check_brokers
 from taskbench.harness.faults.stalls import Patient, redis_client, redis_errors, server_of
 from taskbench.harness.keys import delete_run_keys

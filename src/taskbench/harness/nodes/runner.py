@@ -4,7 +4,8 @@ One namespace per node, as a cluster would place them: Redis (the ledger's and t
 API, each worker, each of the N drivers. The commands are the pods' (``taskbench serve``, ``taskbench
 worker``, ``taskbench drive --segment i/N``), started through one :class:`~taskbench.harness.processes.stack.Stack`
 (own process groups, stopped by id); the harness itself takes the collector's part
-(:func:`~taskbench.harness.commands.collect.collect_case`) from the root namespace, through the bridge.
+(:class:`~taskbench.harness.commands.collect.CollectCase`, whose pipeline :class:`NodesCase` extends with
+the pods' start) from the root namespace, through the bridge.
 Nothing listens on an address outside the namespaces' private subnet.
 """
 
@@ -21,10 +22,12 @@ from taskbench.driver import RequestTemplate
 from taskbench.harness import HarnessError
 from taskbench.harness.brokers import case_durability
 from taskbench.harness.brokers.redis import EmbeddedRedis
-from taskbench.harness.commands import own_task
-from taskbench.harness.commands.collect import Collect, collect_case, distributed_result
-from taskbench.harness.commands.phases import clean_up, stop_executors, stop_failures, warm_up
-from taskbench.harness.commands.runner import describe_load, stamp, write_result
+from taskbench.harness.case import own_task
+from taskbench.harness.case.pipeline import Loaded, describe_load
+from taskbench.harness.case.stop import clean_up, stop_executors
+from taskbench.harness.case.warm_up import warm_up
+from taskbench.harness.commands.collect import Collect, CollectCase, distributed_result
+from taskbench.harness.commands.runner import stamp, write_result
 from taskbench.harness.config import RunConfig
 from taskbench.harness.faults.stalls import redis_client
 from taskbench.harness.machine import result_header
@@ -130,60 +133,87 @@ class NodesRunner:
                             enqueue_mode=cfg.enqueue_mode, concurrency=cfg.concurrency)
         client, broker_client = redis_client(ledger.url), redis_client(broker.url)
         durability = case_durability(backend, cfg.enqueue_mode, EmbeddedRedis.kind, broker_client)
-        api = net.nodes["api"]
         workers = cfg.workers if backend.has_worker else 0
-        path = f"/api/v1/incr/{cfg.route_workload}/{name}"
-        url = f"http://{api.ip}:{API_PORT}{path}"
+        spec = Collect(settings=settings, workload=cfg.workload, drivers=self.drivers, workers=workers,
+                       durable=durability.durable, durability=durability.text,
+                       segment_timeout=cfg.load.max_duration + cfg.load.timeout + 120,
+                       drain_timeout=cfg.drain_timeout, drain_stall=cfg.drain_stall, logs=str(logs))
         stack = Stack({**os.environ, **env_vars}, name=run_id, stop_timeout=cfg.stop_timeout)
-        case = None
-        try:
-            with stack:
-                for i in range(workers):
-                    node = net.nodes[f"worker-{i}"]
-                    stack.start(f"worker-{i}", node.exec([str(python), "-m", "taskbench", "worker"]),
-                                logs / f"worker-{i}.log", role="workers")
-                stack.start("api", api.exec([str(python), "-m", "taskbench", "serve", "--host", api.ip,
-                                             "--port", str(API_PORT)]), logs / "api.log", role="api")
-                self.say(f"[{name}] API on {api.ip}:{API_PORT} ({api.netns})"
-                         + (f", {workers} worker(s) each in its namespace" if workers else ""))
-                stack.wait_ready(lambda: _healthy(api.ip) and int(client.hlen(settings.ready_key)) >= workers,
-                                 timeout=cfg.startup_timeout,
-                                 what=f"the API and {workers} worker(s) to be ready (logs in {logs})")
-                template = RequestTemplate(host=api.ip, port=API_PORT, path=path, body=own_task.request_body(cfg),
-                                           remote=True)
-                warmed = warm_up(template, cfg.load, cfg.warmup, procs=stack.procs, client=client,
-                                 ledger=_ledger(settings), timeout=cfg.drain_timeout, logs=logs.parent, say=self.say)
-                self.say(f"[{name}] load: {describe_load(cfg.load)}, split over {self.drivers} driver(s)")
-                for i in range(self.drivers):
-                    node = net.nodes[f"driver-{i}"]
-                    stack.start(f"driver-{i}", node.exec([sys.executable, "-m", "taskbench", "drive",
-                                                          "--segment", f"{i}/{self.drivers}", "--url", url,
-                                                          "--allow-remote", "--node", node.name,
-                                                          *load_options(cfg)]),
-                                logs / f"driver-{i}.log", role="driver")
-                spec = Collect(settings=settings, workload=cfg.workload, drivers=self.drivers, workers=workers,
-                               durable=durability.durable, durability=durability.text,
-                               segment_timeout=cfg.load.max_duration + cfg.load.timeout + 120,
-                               drain_timeout=cfg.drain_timeout, drain_stall=cfg.drain_stall,
-                               warm_accepted=warmed, logs=str(logs))
-                procs_but_drivers = _without_finished_drivers(stack)
-                case, segments = collect_case(client, spec, say=lambda t: self.say(f"[{name}] {t}"),
-                                              procs=procs_but_drivers,
-                                              stop_executors=lambda: stop_executors(stack.procs, backend.has_worker))
-                stack.stop()
-        finally:
-            cleanup = clean_up(client, settings, backend, keep=cfg.keep, purge_on_broker=False, python=python,
-                               env=env_vars, logs=logs, say=self.say, broker=broker_client)
-            client.close()
-            broker_client.close()
-        case.cleanup = cleanup
-        case.exit_codes = dict(stack.exit_codes)
-        case.failures += stop_failures(stack.procs)
-        if case.failures and case.status == "ok":
-            case.status = "failed"
+        pipeline = NodesCase(cfg, client, spec, stack=stack, net=net, python=python, logs=logs, env_vars=env_vars,
+                             broker_client=broker_client, say=lambda t: self.say(f"[{name}] {t}"))
+        case = pipeline.run()
         config = {**cfg.to_dict(), "nodes": {n.name: {"netns": n.netns, "ip": n.ip} for n in net.nodes.values()},
                   "drivers": self.drivers, "node_delay_ms": self.delay_ms}
-        return distributed_result(case, segments, header=header, config=config)
+        return distributed_result(case, pipeline.segments, header=header, config=config)
+
+
+class NodesCase(CollectCase):
+    """The collector's pipeline with the pods' processes started in their namespaces: the workers and the
+    API (start), a warm-up, the drivers (load), and the workers stopped before the audit of a drain that
+    did not end, as a run does."""
+
+    stops_executors = True
+
+    def __init__(self, cfg: RunConfig, client: Any, spec: Collect, *, stack: Stack, net: Network, python: Path,
+                 logs: Path, env_vars: dict[str, str], broker_client: Any, say: Say) -> None:
+        super().__init__(client, spec, say=say, stack=stack)
+        self.stack: Stack = stack
+        self.cfg, self.net, self.python, self.logs, self.env_vars = cfg, net, python, logs, env_vars
+        self.broker_client = broker_client
+        self.api = net.nodes["api"]
+        path = f"/api/v1/incr/{cfg.route_workload}/{spec.settings.backend}"
+        self.template = RequestTemplate(host=self.api.ip, port=API_PORT, path=path,
+                                        body=own_task.request_body(cfg), remote=True)
+
+    @property
+    def procs(self) -> Any:
+        return _without_finished_drivers(self.stack)
+
+    def start(self) -> None:
+        stack, api, logs, python, workers = self.stack, self.api, self.logs, self.python, self.spec.workers
+        for i in range(workers):
+            node = self.net.nodes[f"worker-{i}"]
+            stack.start(f"worker-{i}", node.exec([str(python), "-m", "taskbench", "worker"]),
+                        logs / f"worker-{i}.log", role="workers")
+        stack.start("api", api.exec([str(python), "-m", "taskbench", "serve", "--host", api.ip,
+                                     "--port", str(API_PORT)]), logs / "api.log", role="api")
+        self.say(f"API on {api.ip}:{API_PORT} ({api.netns})"
+                 + (f", {workers} worker(s) each in its namespace" if workers else ""))
+        ready_key = self.spec.settings.ready_key
+        stack.wait_ready(lambda: _healthy(api.ip) and int(self.client.hlen(ready_key)) >= workers,
+                         timeout=self.cfg.startup_timeout,
+                         what=f"the API and {workers} worker(s) to be ready (logs in {logs})")
+
+    def warm_up(self) -> int:
+        cfg = self.cfg
+        return warm_up(self.template, cfg.load, cfg.warmup, procs=self.stack.procs, client=self.client,
+                       ledger=self.ledger, timeout=cfg.drain_timeout, logs=self.logs.parent, say=self.say)
+
+    def load(self) -> Loaded:
+        cfg, drivers = self.cfg, self.spec.drivers
+        self.say(f"load: {describe_load(cfg.load)}, split over {drivers} driver(s)")
+        url = f"http://{self.api.ip}:{API_PORT}{self.template.path}"
+        for i in range(drivers):
+            node = self.net.nodes[f"driver-{i}"]
+            self.stack.start(f"driver-{i}", node.exec([sys.executable, "-m", "taskbench", "drive", "--segment",
+                                                       f"{i}/{drivers}", "--url", url, "--allow-remote",
+                                                       "--node", node.name, *load_options(cfg)]),
+                             self.logs / f"driver-{i}.log", role="driver")
+        return super().load()
+
+    def stop_executors(self) -> list[str]:
+        return stop_executors(self.stack.procs, self.case.has_worker)
+
+    def finish(self) -> None:
+        if self.stack is not None:
+            self.case.exit_codes = dict(self.stack.exit_codes)
+        try:
+            self.case.cleanup = clean_up(self.client, self.spec.settings, backends.info(self.case.backend),
+                                         keep=self.cfg.keep, purge_on_broker=False, python=self.python,
+                                         env=self.env_vars, logs=self.logs, say=self.say, broker=self.broker_client)
+        finally:
+            self.client.close()
+            self.broker_client.close()
 
 
 def load_options(cfg: RunConfig) -> list[str]:
@@ -198,12 +228,6 @@ def load_options(cfg: RunConfig) -> list[str]:
     if spec.duration is not None:
         out += ["--duration", f"{spec.duration:g}"]
     return out
-
-
-def _ledger(settings: Settings) -> Any:
-    from taskbench.ledger import Ledger
-
-    return Ledger(settings.prefix)
 
 
 def _healthy(host: str) -> bool:
