@@ -83,7 +83,8 @@ def test_the_depth_watcher_ends_on_its_stop_even_when_the_client_swallows_the_ca
 
     monkeypatch.setattr(worker, "DEPTH_INTERVAL", 0.01)
     backend, workloads = _DepthThatTurnsCancelIntoAnError(), _Workloads()
-    settings = SimpleNamespace(broker="redis", broker_address="redis://x", redis_url="redis://x")
+    settings = SimpleNamespace(broker="redis", broker_address="redis://x", redis_url="redis://x",
+                               own_broker_redis=False)
 
     async def main() -> None:
         stop = asyncio.Event()

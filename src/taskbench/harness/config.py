@@ -185,7 +185,7 @@ class RunConfig:
             if name not in self.backends:
                 continue
             options = self.library_options(name)
-            unknown = [key for key in required if key not in options.model_fields]
+            unknown = [key for key in required if key not in type(options).model_fields]
             if unknown:
                 raise ValueError(f"pinned/{self.versions}/pyproject.toml requires {', '.join(unknown)} of {name}: "
                                  "no such setting")

@@ -88,6 +88,19 @@ RUN_ID_MAX = 64
 RUN_ID_STAMP = len("-20260101T000000-") + 7
 
 
+def _shown(key: str, value: Any) -> str:
+    """A varying value in an automatic label: a string as it is, a number as ``key=1.5``, the libraries'
+    options as ``saq.retries=3``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return ", ".join(f"{library}.{name}={setting}" for library, values in value.items()
+                         for name, setting in (values.items() if isinstance(values, dict) else ()))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{key}={value}"
+    return f"{key}={value:g}"
+
+
 @dataclass(frozen=True)
 class Case:
     index: int
@@ -100,8 +113,7 @@ class Case:
         """``label`` if given, else the case's values of the identity keys that vary between cases."""
         if self.params.get("label"):
             return str(self.params["label"])
-        parts = [v if isinstance(v, str) else f"{k}={v:g}" for k, v in self.params.items()
-                 if k in self.varying and k not in _LOAD_KEYS]
+        parts = [_shown(k, v) for k, v in self.params.items() if k in self.varying and k not in _LOAD_KEYS]
         return ", ".join(parts) or f"case {self.index}"
 
     varying: tuple[str, ...] = ()
