@@ -15,7 +15,7 @@ from taskbench.harness.faults.verdict import judge
 from taskbench.results import FaultRecord, Summary
 from taskbench.scenarios import spec
 
-FAULTS = Path(__file__).parents[2] / "src" / "taskbench" / "scenarios" / "files" / "faults.toml"
+FAULTS = Path(__file__).parents[3] / "src" / "taskbench" / "scenarios" / "files" / "faults.toml"
 
 
 def test_a_pinned_sets_versions_promise_nothing_whatever_the_registry_says() -> None:

@@ -18,7 +18,7 @@ from taskbench.harness.brokers.redis import EmbeddedRedis, provide_redis
 from taskbench.harness.faults import broker_restart
 from taskbench.harness.faults.kinds import Fault
 from taskbench.results import FaultRecord
-from tests.harness.test_faults import _run
+from tests.harness.faults.test_faults import _run
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from taskbench.procgroup import OWNER_ENV
 from taskbench.results import load
 from taskbench.wait import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 HARNESS = """
 import os, sys, time

@@ -21,7 +21,7 @@ from taskbench.net import free_port, listening
 from taskbench.wait import wait_until
 from tests.helpers import harness_cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "service"
 PROBE = ROOT / "probe" / "src"
 
