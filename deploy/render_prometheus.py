@@ -5,7 +5,7 @@ A backend is added in the compose file only; this script derives its Prometheus 
     python deploy/render_prometheus.py          # rewrite deploy/prometheus.yml
     python deploy/render_prometheus.py --check  # exit 1 when deploy/prometheus.yml is out of date
 
-tests/monitoring/test_deploy.py runs the check. Needs PyYAML (a dev dependency of taskbench).
+tests/deploy/test_deploy.py runs the check. Needs PyYAML (a dev dependency of taskbench).
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.driver.test_driver_load import BODY, _reset, _stats
-from tests.driver.test_driver_load import port as _port
 
 from taskbench.driver import LoadResult, LoadSpec, RequestTemplate, run_load_async
 from taskbench.driver.result import merge_results
 from taskbench.driver.spec import Stage
+from tests.driver.test_driver_load import BODY, _reset, _stats
+from tests.driver.test_driver_load import port as _port
 
 port = _port  # the scripted server of the driver's tests, a fixture
 

@@ -11,7 +11,7 @@ from taskbench.report.soak import summary_lines
 from taskbench.results import QueueCase, load
 from tests.helpers import assert_one_line_error
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
