@@ -169,3 +169,23 @@ def test_every_commands_help_prints(command: str) -> None:
                          timeout=60, check=False)
     assert out.returncode == 0 and "Usage" in out.stdout and "Traceback" not in out.stdout + out.stderr, \
         out.stdout[-500:] + out.stderr[-500:]
+
+
+def test_run_help_groups_its_options_in_panels_with_short_flags() -> None:
+    from taskbench.cli.run_options import PANELS
+
+    out = subprocess.run([sys.executable, "-m", "taskbench", "run", "--help"], capture_output=True, text=True,
+                         timeout=60, check=False, env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr[-500:]
+    for panel in PANELS:
+        assert f"─ {panel} ─" in out.stdout, panel
+    for short in ("-b", "-w", "-r", "-d", "-n", "-o", "-f", "-t", "-s"):
+        assert f" {short} " in out.stdout, short
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    out = subprocess.run([sys.executable, "-m", "taskbench", "--version"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == f"taskbench {version('taskbench')}", out.stdout + out.stderr

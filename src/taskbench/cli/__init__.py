@@ -9,7 +9,7 @@ commands, so that ``--help`` is instant and a missing extra gives an install hin
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -43,6 +43,21 @@ app = _App(
     no_args_is_help=True,
     help="Benchmark and audit FastAPI background-task backends on your own hardware.",
 )
+
+def _version(given: bool) -> None:
+    if given:
+        from importlib.metadata import version
+
+        typer.echo(f"taskbench {version('taskbench')}")
+        raise typer.Exit
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", "-V", is_eager=True, callback=_version, help="print taskbench's version and exit")] = False,
+) -> None:
+    """Benchmark and audit FastAPI background-task backends on your own hardware."""
+
 
 app.command()(components.backends)
 app.command()(components.serve)
