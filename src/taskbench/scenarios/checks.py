@@ -46,13 +46,27 @@ class _Lines:
                 self.entries.append((table, nth, key.group(1).strip("\"'"), number))
 
     def find(self, table: str, key: str = "", nth: int = 0) -> int | None:
+        line = self._exact(table, key, nth)
+        if line is None and key:  # an inline table (`limits.x = {...}`) or a dotted key: the table's line
+            return self._exact(table, "", nth) if table else None
+        return line
+
+    def _exact(self, table: str, key: str, nth: int) -> int | None:
         table = table.replace('"', "").replace(" ", "")  # as the headers are stored
-        for t, n, k, line in self.entries:
-            if t == table and n == nth and k == key:
-                return line
-        if key:  # an inline table (`limits.x = {...}`) or a dotted key: fall back to the table's line
-            return self.find(table, "", nth) if table else None
-        return None
+        return next((line for t, n, k, line in self.entries if t == table and n == nth and k == key), None)
+
+    def locate(self, table: str, path: list[str], nth: int = 0) -> int | None:
+        """The line of the deepest part of ``path`` (keys under ``table``) that the file writes: a dotted key
+        (``options.saq.retries = 3``), a key under a header of its own (``[options.saq]``), an inline table."""
+        prefix = table.split(".") if table else []
+        full = [*prefix, *path]
+        for end in range(len(full), len(prefix), -1):
+            for split in range(len(prefix), end + 1):  # split == end: a header of its own (``[options.saq]``)
+                line = self._exact(".".join(full[:split]), ".".join(full[split:end]),
+                                   nth if split == len(prefix) else 0)
+                if line is not None:
+                    return line
+        return self.find(table, "", nth) if table else None
 
 
 class Checker:
@@ -105,9 +119,11 @@ class Checker:
             raise self.fail(f"no limit set {value!r}; defined: {', '.join(limit_sets) or 'none'}",
                             table, line_key, nth)
         if key == "options":
-            problem = _options_problem(value)
-            if problem:
-                raise self.fail(problem, table, line_key, nth)
+            found = _options_problem(value)
+            if found:
+                message, path = found
+                line = self.lines.locate(table, [line_key, *path] if line_key == "options" else [line_key], nth)
+                raise ScenarioError(f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}")
         if key == "backend":
             from taskbench import backends
 
@@ -175,8 +191,9 @@ def _int(value: Any) -> int | None:
     return value
 
 
-def _options_problem(value: dict[str, Any]) -> str | None:
-    """What is wrong with an ``[options.LIB]`` table (None: nothing): each library's model checks its own."""
+def _options_problem(value: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """What is wrong with a case's ``options`` (None: nothing) and the keys it is under (``[LIB, KEY]``):
+    each library's model checks its own settings."""
     from taskbench import backends
     from taskbench.backends import options
 
@@ -184,10 +201,25 @@ def _options_problem(value: dict[str, Any]) -> str | None:
     for library, values in value.items():
         if library not in known:
             return (f"options.{library}: no library {library!r} takes settings; those that do: "
-                    f"{', '.join(sorted(known))}")
+                    f"{', '.join(sorted(known))}", [library])
         if not isinstance(values, dict):
-            return f"options.{library} must be a table of settings ([options.{library}] KEY = VALUE)"
+            return f"options.{library} must be a table of settings ([options.{library}] KEY = VALUE)", [library]
         problem = options.problem(library, known[library], values)
         if problem:
-            return f"options.{problem}"
+            return f"options.{problem}", [library, *_bad_key(known[library], values)]
     return None
+
+
+def _bad_key(model: type[Any], values: dict[str, Any]) -> list[str]:
+    """The setting the model refuses: one it does not have, else the first whose value it refuses alone."""
+    from pydantic import ValidationError
+
+    for key in values:
+        if key not in model.model_fields:
+            return [key]
+    for key, value in values.items():
+        try:
+            model.model_validate({key: value})
+        except ValidationError:
+            return [key]
+    return []

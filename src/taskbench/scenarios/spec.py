@@ -11,8 +11,12 @@ A scenario file::
     source = "..."
     setup = "hardware, limits and load of the article"
 
+    [options.saq]             # a library's settings in every case (`taskbench backends` lists them)
+    retries = 3
+
     [defaults]                # parameters of every case
     workload = "io/simple"
+    options.rq.worker_ttl = 17   # one setting: merged key by key over [options.rq]
 
     [matrix]                  # every combination of these values is a case
     backend = ["arq", "saq"]
@@ -28,6 +32,7 @@ A scenario file::
     backend = "arq"
     enqueue_mode = "after-response"
     label = "{backend}, enqueued after the response"   # a row label; {name} is the case's value
+    options.saq.retries = 1   # this key over the matrix's, the defaults' and [options.saq]; the rest stay
 
     [limits.small]            # named limit sets, per component
     api = { cpu = 0.2, memory_mb = 200 }
@@ -54,7 +59,6 @@ The parameters a case takes depend on ``kind`` (see :data:`PARAMETERS`).
 
 from __future__ import annotations
 
-import itertools
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -64,6 +68,7 @@ from typing import Any
 from taskbench import params as schema
 from taskbench.harness.load import phases as load_phases
 from taskbench.harness.processes.cgroups import Limit
+from taskbench.scenarios import layers
 from taskbench.scenarios.checks import COMPONENTS, FIGURES, PARAMETERS, Checker, ScenarioError
 
 # the checks live in scenarios/checks.py; their tables and error stay importable from here
@@ -74,8 +79,8 @@ KINDS = schema.KINDS
 # the keys that say how a case is loaded, not what it is: left out of the labels made of varying keys
 _LOAD_KEYS = frozenset(p.name for p in schema.SCHEMA if p.kinds == ("queue", "http") and p.name != "limits") \
     | {"drain_timeout", "drain_stall", "label", "repeat"}
-TOP_KEYS = {"name", "description", "kind", "seed", "article", "defaults", "matrix", "case", "limits", "profile",
-            "phases"}
+TOP_KEYS = {"name", "description", "kind", "seed", "article", "options", "defaults", "matrix", "case", "limits",
+            "profile", "phases"}
 
 
 #: a scenario's name becomes a folder under --output and the start of every run id of its cases
@@ -88,17 +93,31 @@ RUN_ID_MAX = 64
 RUN_ID_STAMP = len("-20260101T000000-") + 7
 
 
-def _shown(key: str, value: Any) -> str:
+def _shown(key: str, value: Any, backend: Any = None) -> str:
     """A varying value in an automatic label: a string as it is, a number as ``key=1.5``, the libraries'
-    options as ``saq.retries=3``."""
+    options as ``saq.retries=3`` (a queue case's: its own library's only, the others do not reach it)."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
+        own = _library(backend)
         return ", ".join(f"{library}.{name}={setting}" for library, values in value.items()
+                         if own is None or library == own
                          for name, setting in (values.items() if isinstance(values, dict) else ()))
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"{key}={value}"
     return f"{key}={value:g}"
+
+
+def _library(backend: Any) -> str | None:
+    """The library (its options' prefix) of a case's backend; None: no backend, or not one of the registry's."""
+    if not isinstance(backend, str):
+        return None
+    from taskbench import backends
+
+    try:
+        return backends.library_of(backend)
+    except backends.UnknownBackendError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -113,7 +132,11 @@ class Case:
         """``label`` if given, else the case's values of the identity keys that vary between cases."""
         if self.params.get("label"):
             return str(self.params["label"])
-        parts = [_shown(k, v) for k, v in self.params.items() if k in self.varying and k not in _LOAD_KEYS]
+        backend = self.params.get("backend")
+        # the libraries' settings last, wherever the file gave them: the backend first
+        keys = sorted(self.params, key=lambda k: k == "options")
+        parts = [_shown(k, self.params[k], backend) for k in keys if k in self.varying and k not in _LOAD_KEYS]
+        parts = [part for part in parts if part]
         return ", ".join(parts) or f"case {self.index}"
 
     varying: tuple[str, ...] = ()
@@ -188,41 +211,25 @@ class _Builder(Checker):
             raise self.fail(f"unknown kind {kind!r}; known: {', '.join(KINDS)}", "", "kind")
         limit_sets = self._limits(kind)
         phases = self._phases(kind)
+        options = self._top_options(kind, limit_sets)
         defaults = self._table("defaults")
         blocks = self._matrices()
         extra = data.get("case", [])
         if not isinstance(extra, list):
             raise self.fail("'case' must be an array of tables ([[case]])", "", "case")
-        params_def = PARAMETERS[kind]
-        for key, value in defaults.items():
-            self._check(kind, key, value, limit_sets, "defaults", key)
-        for nth, (crossed, fixed) in enumerate(blocks):
-            for key, values in crossed.items():
-                for value in values:
-                    self._check(kind, key, value, limit_sets, "matrix", key, nth)
-            for key, value in fixed.items():
-                self._check(kind, key, value, limit_sets, "matrix", key, nth)
-        for nth, entry in enumerate(extra):
-            if not isinstance(entry, dict):
-                raise self.fail("each [[case]] must be a table", "case", "", nth)
-            for key, value in entry.items():
-                self._check(kind, key, value, limit_sets, "case", key, nth)
+        self._check_tables(kind, limit_sets, defaults, blocks, extra)
         profiles = self._profiles(kind, limit_sets)
         if self.profile and self.profile not in profiles:
             raise ScenarioError(f"{self.path}: no profile {self.profile!r}; defined: "
                                 f"{', '.join(profiles) or 'none'}")
-        raw: list[dict[str, Any]] = []
-        for crossed, fixed in blocks or ([({}, {})] if not extra else []):
-            keys = list(crossed)
-            for combo in itertools.product(*(crossed[k] for k in keys)):
-                raw.append({**defaults, **fixed, **dict(zip(keys, combo, strict=True))})
-        raw.extend({**defaults, **entry} for entry in extra)
+        raw = layers.expand(options, defaults, blocks, extra)
         if self.profile:
-            raw = [_apply(profiles[self.profile], params) for params in raw]
+            raw = [layers.apply_profile(profiles[self.profile], params) for params in raw]
         if not raw:
             raise self.fail("the scenario has no case")
         if len(raw) > 500:
             raise self.fail(f"the scenario expands to {len(raw)} cases; at most 500")
+        params_def = PARAMETERS[kind]
         varying = tuple(k for k in params_def if len({repr(c.get(k)) for c in raw}) > 1)
         article = data.get("article", {})
         if not isinstance(article, dict):
@@ -249,6 +256,33 @@ class _Builder(Checker):
         return Scenario(name=data["name"], description=data["description"], kind=kind, path=self.path,
                         seed=str(seed) if seed is not None else None, article=article, cases=cases,
                         limit_sets=limit_sets, varying=varying, profiles=tuple(profiles), profile=self.profile)
+
+    def _check_tables(self, kind: str, limit_sets: dict[str, Any], defaults: dict[str, Any],
+                      blocks: list[layers.Block], extra: list[Any]) -> None:
+        """Every value of ``[defaults]``, the matrix blocks and the ``[[case]]`` tables, each naming its line."""
+        for key, value in defaults.items():
+            self._check(kind, key, value, limit_sets, "defaults", key)
+        for nth, (crossed, fixed) in enumerate(blocks):
+            for key, values in crossed.items():
+                for value in values:
+                    self._check(kind, key, value, limit_sets, "matrix", key, nth)
+            for key, value in fixed.items():
+                self._check(kind, key, value, limit_sets, "matrix", key, nth)
+        for nth, entry in enumerate(extra):
+            if not isinstance(entry, dict):
+                raise self.fail("each [[case]] must be a table", "case", "", nth)
+            for key, value in entry.items():
+                self._check(kind, key, value, limit_sets, "case", key, nth)
+
+    def _top_options(self, kind: str, limit_sets: dict[str, Any]) -> dict[str, Any]:
+        """The file's ``[options.LIB]`` tables: the libraries' settings of every case, under the cases' own."""
+        if "options" not in self.data:
+            return {}
+        value = self.data["options"]
+        if not isinstance(value, dict):
+            raise self.fail("'options' must be a table per library ([options.saq] with retries = 3)", "", "options")
+        self._check(kind, "options", value, limit_sets, "", "options")
+        return value
 
     def _phases(self, kind: str) -> tuple[load_phases.Phase, ...]:
         """``[[phases]]``: every queue case's load, checked entry by entry (a mistake names its line)."""
@@ -326,13 +360,3 @@ class _Builder(Checker):
                                 "(a single case is a [[case]])", "matrix", "", nth)
             blocks.append((crossed, {k: v for k, v in block.items() if k not in crossed}))
         return blocks
-
-
-
-def _apply(profile: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """A case's parameters with a profile's values, then those of its ``for`` entries that match the case."""
-    out = {**params, **{k: v for k, v in profile.items() if k != "for"}}
-    for entry in profile.get("for", []):
-        if all(params.get(k) == v for k, v in entry["match"].items()):
-            out.update({k: v for k, v in entry.items() if k != "match"})
-    return out
