@@ -47,6 +47,9 @@ class Broker:
     #: what the backends configure (:attr:`stated_durability`)
     reads_durability: ClassVar[bool] = False
     stated_durability: ClassVar[Durability | None] = None
+    #: its server is a SQL database that keeps a run's queue in a schema of its own: a soak samples the
+    #: schema's size and live rows as the broker's growth (PostgreSQL)
+    sized_by_schema: ClassVar[bool] = False
     #: the class of its private server, ``"module:attr"``, imported by the harness on use
     server: ClassVar[str]
     #: (the private server's option, the attribute of the run's config that holds it): ``--postgres-durability``

@@ -53,6 +53,7 @@ class Postgres(Broker):
     schemes = ("postgresql", "postgres")
     private_per_case = True
     reads_durability = True
+    sized_by_schema = True
     server = "taskbench.harness.brokers.postgres:PrivatePostgres"
     server_options = (("durability", "postgres_durability"),)
 

@@ -23,13 +23,9 @@ import signal
 import time
 from urllib.parse import urlsplit, urlunsplit
 
-from taskbench import brokers
-
-__all__ = ["BROKER_PORTS", "behind", "main", "target_of"]
+__all__ = ["behind", "main", "target_of"]
 
 CHUNK = 65536
-#: each broker's port when its URL names none
-BROKER_PORTS = {b.name: b.default_port for b in brokers.BROKERS.values()}
 
 
 def behind(url: str, port: int) -> str:

@@ -68,7 +68,7 @@ class ReferenceCase(Pipeline):
         backend = self.backend = backends.info(name)
         self.settings = Settings(backend=name, redis_url=redis.url, run_id=run_id)
         client = redis_client(redis.url)
-        self.broker_client = None if redis.shared or broker.kind != "redis" else redis_client(redis.broker_url)
+        self.broker_client = None if redis.shared or not broker.facts.can_be_ledger else redis_client(redis.broker_url)
         durability = case_durability(backend, cfg.enqueue_mode, broker.kind, self.broker_client or client,
                                      broker_url=broker.url)
         self.port = cfg.api_port or free_port()
@@ -279,7 +279,7 @@ class ReferenceCase(Pipeline):
     def clean_up(self) -> None:
         cfg = self.cfg
         self.case.cleanup = clean_up(self.client, self.settings, self.backend, keep=cfg.keep,
-                                     purge_on_broker=self.broker.kind != "redis", python=self.python,
+                                     purge_on_broker=self.broker.facts.purge_on_cleanup, python=self.python,
                                      env=self.env_vars, logs=self.logs, say=self.say, broker=self.broker_client)
 
     def stop_failures(self) -> list[str]:
@@ -288,8 +288,8 @@ class ReferenceCase(Pipeline):
 
     def promise(self) -> Promise:
         cfg = self.cfg
-        # a restart of the embedded Redis without persistence empties it
-        keeps = not (self.broker.kind == "redis" and cfg.redis_url is None and cfg.redis_fsync == "none")
+        # a restart of the embedded Redis without persistence empties it (the broker is the run's Redis)
+        keeps = not (self.broker.facts.can_be_ledger and cfg.redis_url is None and cfg.redis_fsync == "none")
         return fault.case_promise(cfg, self.case, broker_keeps=keeps)
 
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from taskbench import brokers
 from taskbench.harness.config import RunConfig
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.soak.fit import fit_all
@@ -72,12 +73,13 @@ def start(cfg: RunConfig, procs: ProcessSet, has_worker: bool, *, t0: float, cli
                 if (p.name.startswith("worker") if has_worker else p.name == "api") and p.popen is not None}
 
     probes: list[Probe] = [backlog(f"http://127.0.0.1:{api_port}/metrics", client, ledger.count_key)]
-    if broker == "redis":
+    facts = brokers.info(broker)
+    if facts.can_be_ledger:  # a Redis client reaches it: INFO and DBSIZE
         probes.append(redis_broker(broker_client or client))
         source = ("Redis INFO used_memory and DBSIZE of the broker's own server" if broker_client is not None
                   else "Redis INFO used_memory and DBSIZE of the server shared with the ledger (which grows "
                        "with every task)")
-    elif broker == "postgres":
+    elif facts.sized_by_schema:
         from taskbench.backends import _postgres
         from taskbench.settings import Settings
 

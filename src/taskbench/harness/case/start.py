@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from taskbench.harness import HarnessError
-from taskbench.harness.brokers.delay_proxy import BROKER_PORTS, target_of
+from taskbench.harness.brokers.delay_proxy import target_of
 from taskbench.harness.faults.context import Broker
 from taskbench.harness.processes.stack import Stack
 from taskbench.net import listening
@@ -48,7 +48,7 @@ def prepare(python: Path, env_vars: dict[str, str], logs: Path, say: Say = print
 def start_delay_proxy(stack: Stack, port: int, broker: Broker, delay_ms: float, logs: Path, say: Say) -> str:
     """Start ``--broker-delay``'s proxy in front of ``broker`` (before the API and the workers) and wait
     until it listens; its line."""
-    target = target_of(broker.url, BROKER_PORTS[broker.kind])
+    target = target_of(broker.url, broker.facts.default_port)
     stack.start("broker-delay", [sys.executable, "-m", "taskbench.harness.brokers.delay_proxy", "--port", str(port),
                                  "--target", f"{target[0]}:{target[1]}", "--delay-ms", f"{delay_ms:g}"],
                 logs / "broker-delay.log")

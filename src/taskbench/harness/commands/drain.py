@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from taskbench import backends
+from taskbench import backends, brokers
 from taskbench.harness import HarnessError, progress
 from taskbench.harness.brokers import provide_broker
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
@@ -70,10 +70,11 @@ def _broker_of(name: str, meta: backends.BackendInfo, out: Path, placement: Plac
     """The TASKBENCH_* variables of the backend's broker: its default one. Redis: the run's embedded
     broker (set per round); PostgreSQL: a private server for this backend's rounds."""
     broker = meta.brokers[0]
-    if broker == "redis":
+    facts = brokers.info(broker)
+    if facts.can_be_ledger:
         yield {}
         return
-    if broker != "postgres":
+    if not facts.private_per_case:  # a RabbitMQ/NATS server is the machine's: drain starts none
         raise HarnessError(f"taskbench drain runs {name} on {broker}, which it cannot start")
     with provide_broker(broker, out / f"broker-{name}", cpus=placement.redis,
                         say=lambda text: say(f"[{name}] {text}")) as server:
@@ -235,7 +236,7 @@ def _cleanup(servers: RunRedis, run_ids: list[str], meta: backends.BackendInfo, 
     """The rounds' keys, and on a broker other than Redis what the rounds made there (``taskbench purge``)."""
     import redis
 
-    if env.get("TASKBENCH_BROKER", "redis") != "redis":
+    if brokers.info(env.get("TASKBENCH_BROKER", brokers.DEFAULT)).purge_on_cleanup:
         for run_id in run_ids:
             subprocess.run([str(python), "-m", "taskbench", "purge"], env={**env, "TASKBENCH_RUN_ID": run_id},
                            capture_output=True, timeout=60, check=False, start_new_session=True)

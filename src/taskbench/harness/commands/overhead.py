@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from taskbench import backends
+from taskbench import backends, brokers
 from taskbench.driver import LoadSpec, RequestTemplate, run_load, run_load_together
 from taskbench.harness import progress
 from taskbench.harness.brokers import provide_broker
@@ -323,7 +323,7 @@ def _broker_of(name: str, folder: Path, placement: Placement, say: Say) -> Itera
     """The TASKBENCH_* variables of a backend whose default broker is not Redis: a private PostgreSQL for
     its rounds (the ceiling still INCRs the run's Redis); ``{}`` for a Redis backend."""
     broker = backends.info(name).brokers[0]
-    if broker == "redis":
+    if brokers.info(broker).can_be_ledger:  # the run's embedded broker Redis
         yield {}
         return
     with provide_broker(broker, folder / "broker", cpus=placement.redis,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from taskbench import backends
+from taskbench import backends, brokers
 from taskbench.harness import HarnessError, progress
 from taskbench.harness.brokers import (
     PrivateServer,
@@ -89,18 +89,18 @@ class Runner:
         pythons = {name: self.environment(name) for name in cfg.backends}
         own_task.prepare(cfg, pythons, self.say)  # --with installed, the callable imported: before any load
         result.environments = {environment_key(n, cfg.versions): versions(str(p)) for n, p in pythons.items()}
-        brokers = cfg.brokers  # each backend's broker: --broker, else its own default
-        on_redis = "redis" in brokers.values()
+        of_backend = cfg.brokers  # each backend's broker: --broker, else its own default
+        on_redis = any(brokers.info(kind).can_be_ledger for kind in of_backend.values())
         with provide_redis(cfg.redis_url, self.out_dir, cpus=cfg.placement.redis, fsync=cfg.redis_fsync,
                            broker_url=cfg.broker_url if on_redis else None, redis_broker=on_redis,
                            say=self.say) as redis:
             result.redis = redis.info
             try:
-                for broker in dict.fromkeys(brokers.values()):  # every broker checked before any case starts
+                for broker in dict.fromkeys(of_backend.values()):  # every broker checked before any case starts
                     self.config = on_broker(cfg, broker)
                     self._check_broker(redis)
                 for index, name in enumerate(cfg.backends):
-                    self.config = on_broker(cfg, brokers[name])
+                    self.config = on_broker(cfg, of_backend[name])
                     result.cases.append(self.run_case(index, name, pythons[name], redis))
                     write_result(self.result_path(), result)
             finally:
@@ -123,7 +123,7 @@ class Runner:
         if self._private_needed():  # each case gets a private server: its binary must be there
             find_broker_server(self.broker)
             return
-        if self.broker != "redis":
+        if not brokers.info(self.broker).can_be_ledger:
             broker_url = Settings(broker=self.broker, broker_url=cfg.broker_url).broker_address
             check_broker(self.broker, broker_url)
         problem = cfg.fault.problem(self.broker_of(redis)) if cfg.fault else None
@@ -138,8 +138,8 @@ class Runner:
     def broker_of(self, redis: RunRedis) -> Broker:
         """The broker the case's tasks travel through (a fault may stall or restart it)."""
         cfg = self.config
-        if self.broker == "redis":
-            return Broker("redis", redis.broker_url, server=redis.broker)
+        if brokers.info(self.broker).can_be_ledger:
+            return Broker(self.broker, redis.broker_url, server=redis.broker)
         if self.private is not None:
             return Broker(self.broker, self.private.url, server=self.private)
         return Broker(self.broker, Settings(broker=self.broker, broker_url=cfg.broker_url).broker_address)
@@ -157,7 +157,7 @@ class Runner:
     def _settings_env(self, name: str, run_id: str, redis: RunRedis, proxy_port: int | None) -> dict[str, str]:
         cfg = self.config
         given: dict[str, str] = {"backend": name, "run_id": run_id, "redis_url": redis.url}
-        if self.broker == "redis":  # the Redis backends' broker: its own server unless shared
+        if brokers.info(self.broker).can_be_ledger:  # the Redis backends' broker: its own server unless shared
             given["broker_url"] = redis.broker_url
         elif self.private is not None:
             given["broker_url"] = self.private.url
@@ -174,7 +174,7 @@ class Runner:
         if not self._private_needed():
             return self._run_case(index, name, python, redis)
         folder = self.out_dir / "logs" / f"{index}-{name}" / "broker"
-        options = {"durability": self.config.postgres_durability} if self.broker == "postgres" else {}
+        options = brokers.info(self.broker).options_from(self.config)
         with provide_broker(self.broker, folder, cpus=self.config.placement.redis,
                             say=lambda text: self.say(f"[{name}] {text}"), **options) as server:
             self.private = server

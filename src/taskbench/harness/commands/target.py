@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from taskbench import backends
+from taskbench import backends, brokers
 from taskbench.driver import LoadSpec, RequestTemplate, run_load
 from taskbench.harness import HarnessError
 from taskbench.harness.brokers.redis import check_reachable, describe
@@ -119,6 +119,15 @@ class TargetConfig:
         return RequestTemplate(host=parts.hostname, port=parts.port, path=path, body=body_template(self.payload),
                                headers=((HEADER, REFERENCE),) if self.id_header else ())
 
+    @property
+    def library_broker(self) -> str:
+        """The broker the service's library runs on: the one of its brokers whose URL ``--broker-url``
+        is, else its default (its first), whose promise judges the run."""
+        assert self.library is not None
+        named = backends.info(self.library).brokers
+        url = self.broker_url
+        return next((b for b in named if url and brokers.check_scheme(b, url) is None), named[0])
+
     def to_dict(self) -> dict[str, Any]:
         from taskbench.harness.brokers.base import redact
 
@@ -192,7 +201,7 @@ class TargetCase(Pipeline):
                          run_id=run_id, logs=str(logs), promise_settings=cfg.promise_settings)
         self.promise: Promise | None = None
         if cfg.library is not None:
-            self.promise = promise_of(cfg.library, "redis", durable=durable, why=case.durability,
+            self.promise = promise_of(cfg.library, cfg.library_broker, durable=durable, why=case.durability,
                                       settings=cfg.promise_settings)
             case.delivery = self.promise.text
         stack = Stack({**os.environ, "TASKBENCH_LEDGER_URL": cfg.ledger_url}, name=run_id,

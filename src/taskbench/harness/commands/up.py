@@ -100,7 +100,7 @@ class Up:
         cfg = self.config
         pythons = {name: ensure_env(backends.info(name).extra) for name in cfg.backends}
         self.folder.mkdir(parents=True, exist_ok=True)
-        on_redis = "redis" in cfg.brokers.values()
+        on_redis = any(brokers.info(kind).can_be_ledger for kind in cfg.brokers.values())
         with provide_redis(cfg.redis_url, self.folder, fsync=cfg.redis_fsync,
                            broker_url=cfg.broker_url if on_redis else None, redis_broker=on_redis,
                            say=self.say) as redis, contextlib.ExitStack() as servers:
@@ -137,10 +137,12 @@ class Up:
         """Broker -> its URL: a private server for a PostgreSQL broker without ``broker_url`` (stopped
         with ``servers``), else the named or default server, checked to answer before anything starts."""
         cfg = self.config
-        urls = {"redis": redis.broker_url}
-        for kind in sorted(set(cfg.brokers.values()) - {"redis"}):
-            if needs_private_broker(kind, cfg.broker_url, None):
-                options = {"durability": cfg.postgres_durability} if kind == "postgres" else {}
+        urls: dict[str, str] = {}
+        for kind in sorted(set(cfg.brokers.values())):
+            if brokers.info(kind).can_be_ledger:  # the run's embedded broker Redis, or the user's
+                urls[kind] = redis.broker_url
+            elif needs_private_broker(kind, cfg.broker_url, None):
+                options = brokers.info(kind).options_from(cfg)
                 private = servers.enter_context(provide_broker(kind, self.folder / f"broker-{kind}", cpus=None,
                                                                say=self.say, **options))
                 urls[kind] = private.url
@@ -152,8 +154,8 @@ class Up:
     def _purge(self, pythons: dict[str, Path], redis: RunRedis, urls: dict[str, str]) -> None:
         """The stack's queues on a RabbitMQ, NATS or PostgreSQL server that outlives it (a private one goes)."""
         for name, kind in self.config.brokers.items():
-            if kind == "redis" or needs_private_broker(kind, self.config.broker_url, None):
-                continue  # a private server goes with the stack
+            if not brokers.info(kind).purge_on_cleanup or needs_private_broker(kind, self.config.broker_url, None):
+                continue  # Redis's queues go with the stack's keys; a private server goes with the stack
             env = self._env(name, redis, urls)
             logs = self.folder / "logs" / name
             logs.mkdir(parents=True, exist_ok=True)
