@@ -47,6 +47,7 @@ from celery import Celery
 
 from taskbench.backends._forked import die_with_parent, forked_task
 from taskbench.backends._sync_producer import SyncProducer, sync_producer
+from taskbench.backends._wiring import pick
 from taskbench.backends._worker import blocking_execute, stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.backends.celery import Options
@@ -66,19 +67,66 @@ def queue_name(settings: Settings) -> str:
     return f"{settings.prefix}celery"
 
 
-def make_app(settings: Settings) -> Celery:
-    app = Celery("taskbench", broker=settings.broker_address, set_as_current=False)
-    transport: dict[str, Any] = {}
-    if settings.broker == "redis":
-        transport = {
+class _Wiring:
+    """Celery on one broker: kombu's transport options, how the queue is counted, what a purge deletes."""
+
+    def transport(self, settings: Settings) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        raise NotImplementedError("queue depth is read on Redis only")
+
+    def purge(self, settings: Settings) -> None:
+        """Nothing to delete."""
+
+
+class _OnRedis(_Wiring):
+    """kombu's keys under the run's prefix (the harness deletes them); a dead worker's message is restored
+    after the visibility timeout."""
+
+    def transport(self, settings: Settings) -> dict[str, Any]:
+        return {
             "global_keyprefix": settings.prefix,
             "visibility_timeout": settings.task_timeout,
             # kombu's default sweep for expired unacked messages runs about every 100 s
             "unacked_restore_interval": max(1, min(10, round(settings.task_timeout / 4))),
             "unacked_restore_throttle": 1,
         }
-    else:
-        transport = {"confirm_publish": True}
+
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        # kombu's list for the queue, under the global key prefix
+        return int(await redis.llen(settings.prefix + queue_name(settings)))
+
+
+class _OnRabbitMQ(_Wiring):
+    """Publisher confirms; the run's queue and exchange are deleted by :meth:`purge`."""
+
+    def transport(self, settings: Settings) -> dict[str, Any]:
+        return {"confirm_publish": True}
+
+    def purge(self, settings: Settings) -> None:
+        app = make_app(settings)
+        try:
+            with app.connection_for_write() as conn:
+                channel = conn.default_channel
+                with contextlib.suppress(Exception):
+                    channel.queue_delete(queue_name(settings))
+                with contextlib.suppress(Exception):
+                    channel.exchange_delete(queue_name(settings))
+        finally:
+            app.close()
+
+
+_WIRINGS: dict[str, _Wiring] = {"redis": _OnRedis(), "rabbitmq": _OnRabbitMQ()}
+
+
+def _wiring(settings: Settings) -> _Wiring:
+    return pick(_WIRINGS, settings.broker, "celery")
+
+
+def make_app(settings: Settings) -> Celery:
+    app = Celery("taskbench", broker=settings.broker_address, set_as_current=False)
+    transport = _wiring(settings).transport(settings)
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -214,10 +262,7 @@ class CeleryBackend:
                 await asyncio.wait_for(done.wait(), settings.shutdown_timeout)
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
-        if settings.broker != "redis":
-            raise NotImplementedError("queue depth is read on Redis only")
-        # kombu's list for the queue, under the global key prefix
-        return int(await redis.llen(settings.prefix + queue_name(settings)))
+        return await _wiring(settings).queue_depth(settings, redis)
 
     async def run_dashboard(self, settings: Settings, host: str, port: int, auth: str | None) -> None:
         """Flower, replacing this process (it runs its own Tornado loop and signal handling)."""
@@ -231,18 +276,7 @@ class CeleryBackend:
 
     async def purge(self, settings: Settings) -> None:
         """Delete the run's queue on RabbitMQ (on Redis the harness deletes the run's keys)."""
-        if settings.broker == "redis":
-            return
-        app = make_app(settings)
-        try:
-            with app.connection_for_write() as conn:
-                channel = conn.default_channel
-                with contextlib.suppress(Exception):
-                    channel.queue_delete(queue_name(settings))
-                with contextlib.suppress(Exception):
-                    channel.exchange_delete(queue_name(settings))
-        finally:
-            app.close()
+        _wiring(settings).purge(settings)
 
 
 def __getattr__(name: str) -> Any:

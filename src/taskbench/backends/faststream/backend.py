@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from taskbench.backends._wiring import pick
 from taskbench.backends._worker import stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
@@ -59,89 +60,57 @@ def _nats_names(settings: Settings) -> tuple[str, str]:
     return f"taskbench-{token}-faststream", f"taskbench.{token}.faststream"
 
 
-def _broker(settings: Settings) -> Any:
-    common: dict[str, Any] = {"graceful_timeout": settings.shutdown_timeout, "logger": None}
-    if settings.broker == "rabbitmq":
-        from faststream.rabbit import RabbitBroker
+class _Wiring:
+    """FastStream on one broker: its broker class, where a task is published and read, how the queue is
+    counted and what a purge deletes."""
 
-        return RabbitBroker(settings.broker_address, **common)
-    if settings.broker == "nats":
-        from faststream.nats import NatsBroker
+    def broker(self, settings: Settings, common: dict[str, Any]) -> Any:
+        raise NotImplementedError
 
-        return NatsBroker(settings.broker_address, **common)
-    from faststream.redis import RedisBroker
+    async def declare(self, settings: Settings, broker: Any) -> None:
+        """Make sure the destination exists before anything is published or consumed."""
+        raise NotImplementedError
 
-    return RedisBroker(settings.broker_address, max_connections=settings.redis_max_connections, **common)
+    def subscribe(self, settings: Settings, broker: Any, handle: Handler, common: dict[str, Any]) -> None:
+        raise NotImplementedError
 
+    def target(self, settings: Settings) -> dict[str, Any]:
+        """``publish``'s keywords that name the destination."""
+        raise NotImplementedError
 
-def _rabbit_queue(settings: Settings) -> Any:
-    from faststream.rabbit import QueueType, RabbitQueue
+    def publish_slots(self, settings: Settings) -> int | None:
+        """How many publishes may be in flight at once (None: no bound)."""
+        return None
 
-    return RabbitQueue(stream_name(settings), queue_type=QueueType.QUORUM, durable=True)
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        raise NotImplementedError("queue depth is read on Redis only")
 
-
-def _jstream(settings: Settings) -> Any:
-    from faststream.nats import JStream
-
-    name, subject = _nats_names(settings)
-    return JStream(name, subjects=[subject])
-
-
-async def _ensure_redis_group(settings: Settings) -> None:
-    import redis.asyncio as aioredis
-    from redis.exceptions import ResponseError
-
-    client = aioredis.Redis.from_url(settings.broker_address)
-    try:
-        await client.xgroup_create(stream_name(settings), stream_name(settings), id="0", mkstream=True)
-    except ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
-    finally:
-        await client.aclose()
+    async def purge(self, settings: Settings) -> None:
+        """Nothing to delete: the harness deletes the run's keys."""
 
 
-async def _ensure_nats_stream(settings: Settings) -> None:
-    import nats
+class _OnRedis(_Wiring):
+    """A stream and its consumer group, named after the run."""
 
-    name, subject = _nats_names(settings)
-    client = await nats.connect(settings.broker_address)
-    try:
-        await client.jetstream().add_stream(name=name, subjects=[subject])  # same config: a no-op
-    finally:
-        await client.close()
+    def broker(self, settings: Settings, common: dict[str, Any]) -> Any:
+        from faststream.redis import RedisBroker
 
+        return RedisBroker(settings.broker_address, max_connections=settings.redis_max_connections, **common)
 
-async def _declare(settings: Settings, broker: Any) -> None:
-    """Make sure the destination exists before anything is published or consumed."""
-    if settings.broker == "redis":
-        await _ensure_redis_group(settings)
-    elif settings.broker == "rabbitmq":
-        await broker.declare_queue(_rabbit_queue(settings))
-    else:
-        await _ensure_nats_stream(settings)
+    async def declare(self, settings: Settings, broker: Any) -> None:
+        import redis.asyncio as aioredis
+        from redis.exceptions import ResponseError
 
+        client = aioredis.Redis.from_url(settings.broker_address)
+        try:
+            await client.xgroup_create(stream_name(settings), stream_name(settings), id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        finally:
+            await client.aclose()
 
-def _subscribe(settings: Settings, broker: Any, handle: Handler) -> None:
-    from faststream import AckPolicy
-
-    common: dict[str, Any] = {"ack_policy": AckPolicy.NACK_ON_ERROR}
-    if settings.broker == "rabbitmq":
-        from faststream.rabbit import Channel
-
-        broker.subscriber(_rabbit_queue(settings), channel=Channel(prefetch_count=settings.concurrency),
-                          **common)(handle)
-    elif settings.broker == "nats":
-        from faststream.nats import PullSub
-        from nats.js.api import ConsumerConfig
-
-        _, subject = _nats_names(settings)
-        broker.subscriber(
-            subject, stream=_jstream(settings), durable="workers", pull_sub=PullSub(batch_size=settings.concurrency),
-            config=ConsumerConfig(ack_wait=settings.task_timeout, max_ack_pending=-1),
-            max_workers=settings.concurrency, **common,
-        )(handle)
-    else:
+    def subscribe(self, settings: Settings, broker: Any, handle: Handler, common: dict[str, Any]) -> None:
         from faststream.redis import StreamSub
 
         name, consumer = stream_name(settings), f"worker-{os.getpid()}"
@@ -157,24 +126,129 @@ def _subscribe(settings: Settings, broker: Any, handle: Handler) -> None:
         for sub in (fresh, stale):
             broker.subscriber(stream=sub, max_workers=settings.concurrency, **common)(handle)
 
+    def target(self, settings: Settings) -> dict[str, Any]:
+        return {"stream": stream_name(settings)}  # XADD
 
-class _Producer:
-    def __init__(self, broker: Any, settings: Settings) -> None:
-        self._broker = broker
+    def publish_slots(self, settings: Settings) -> int | None:
         # FastStream's RedisBroker builds redis-py's plain ConnectionPool, which raises
         # MaxConnectionsError ("Too many connections") instead of waiting when more publishes are in
         # flight than it has connections: with --enqueue-mode after-response (nothing holds the client
         # back) that lost accepted tasks. A publish waits for a free slot instead, inside the API's
         # enqueue deadline. Two connections stay free for /health's ping.
-        limit = settings.redis_max_connections - 2 if settings.broker == "redis" else None
+        return settings.redis_max_connections - 2
+
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        name = stream_name(settings)
+        groups: Any = await redis.xinfo_groups(name)
+        return sum(int(g.get("lag") or 0) for g in groups if g["name"] in (name, name.encode()))
+
+
+class _OnRabbitMQ(_Wiring):
+    """A quorum queue named after the run, declared before anything is published to it."""
+
+    def broker(self, settings: Settings, common: dict[str, Any]) -> Any:
+        from faststream.rabbit import RabbitBroker
+
+        return RabbitBroker(settings.broker_address, **common)
+
+    def _queue(self, settings: Settings) -> Any:
+        from faststream.rabbit import QueueType, RabbitQueue
+
+        return RabbitQueue(stream_name(settings), queue_type=QueueType.QUORUM, durable=True)
+
+    async def declare(self, settings: Settings, broker: Any) -> None:
+        await broker.declare_queue(self._queue(settings))
+
+    def subscribe(self, settings: Settings, broker: Any, handle: Handler, common: dict[str, Any]) -> None:
+        from faststream.rabbit import Channel
+
+        broker.subscriber(self._queue(settings), channel=Channel(prefetch_count=settings.concurrency),
+                          **common)(handle)
+
+    def target(self, settings: Settings) -> dict[str, Any]:
+        return {"queue": self._queue(settings), "persist": True}
+
+    async def purge(self, settings: Settings) -> None:
+        import aio_pika
+
+        connection = await aio_pika.connect(settings.broker_address)
+        async with connection:
+            channel = await connection.channel()
+            await channel.queue_delete(stream_name(settings))
+
+
+class _OnNats(_Wiring):
+    """A JetStream stream and subject named after the run, read by one durable pull consumer."""
+
+    def broker(self, settings: Settings, common: dict[str, Any]) -> Any:
+        from faststream.nats import NatsBroker
+
+        return NatsBroker(settings.broker_address, **common)
+
+    async def declare(self, settings: Settings, broker: Any) -> None:
+        import nats
+
+        name, subject = _nats_names(settings)
+        client = await nats.connect(settings.broker_address)
+        try:
+            await client.jetstream().add_stream(name=name, subjects=[subject])  # same config: a no-op
+        finally:
+            await client.close()
+
+    def subscribe(self, settings: Settings, broker: Any, handle: Handler, common: dict[str, Any]) -> None:
+        from faststream.nats import JStream, PullSub
+        from nats.js.api import ConsumerConfig
+
+        name, subject = _nats_names(settings)
+        broker.subscriber(
+            subject, stream=JStream(name, subjects=[subject]), durable="workers",
+            pull_sub=PullSub(batch_size=settings.concurrency),
+            config=ConsumerConfig(ack_wait=settings.task_timeout, max_ack_pending=-1),
+            max_workers=settings.concurrency, **common,
+        )(handle)
+
+    def target(self, settings: Settings) -> dict[str, Any]:
+        name, subject = _nats_names(settings)
+        return {"subject": subject, "stream": name}  # waits for JetStream's ack
+
+    async def purge(self, settings: Settings) -> None:
+        import nats
+        from nats.js.errors import NotFoundError
+
+        client = await nats.connect(settings.broker_address)
+        try:
+            await client.jetstream().delete_stream(_nats_names(settings)[0])
+        except NotFoundError:
+            pass
+        finally:
+            await client.close()
+
+
+_WIRINGS: dict[str, _Wiring] = {"redis": _OnRedis(), "rabbitmq": _OnRabbitMQ(), "nats": _OnNats()}
+
+
+def _wiring(settings: Settings) -> _Wiring:
+    return pick(_WIRINGS, settings.broker, "faststream")
+
+
+def _broker(settings: Settings) -> Any:
+    common: dict[str, Any] = {"graceful_timeout": settings.shutdown_timeout, "logger": None}
+    return _wiring(settings).broker(settings, common)
+
+
+def _subscribe(settings: Settings, broker: Any, handle: Handler) -> None:
+    from faststream import AckPolicy
+
+    _wiring(settings).subscribe(settings, broker, handle, {"ack_policy": AckPolicy.NACK_ON_ERROR})
+
+
+class _Producer:
+    def __init__(self, broker: Any, settings: Settings) -> None:
+        self._broker = broker
+        wiring = _wiring(settings)
+        limit = wiring.publish_slots(settings)
         self._slots = asyncio.Semaphore(limit) if limit else None
-        if settings.broker == "rabbitmq":
-            self._target: dict[str, Any] = {"queue": _rabbit_queue(settings), "persist": True}
-        elif settings.broker == "nats":
-            name, subject = _nats_names(settings)
-            self._target = {"subject": subject, "stream": name}  # waits for JetStream's ack
-        else:
-            self._target = {"stream": stream_name(settings)}  # XADD
+        self._target: dict[str, Any] = wiring.target(settings)
 
     async def enqueue(self, task: TaskMessage, later: BackgroundTasks) -> None:
         if self._slots is None:
@@ -229,7 +303,7 @@ class FaststreamBackend:
         broker = _broker(ctx.settings)
         await broker.connect()
         try:
-            await _declare(ctx.settings, broker)
+            await _wiring(ctx.settings).declare(ctx.settings, broker)
             yield _Producer(broker, ctx.settings)
         finally:
             await stop(broker)
@@ -237,35 +311,14 @@ class FaststreamBackend:
     async def run_worker(self, ctx: WorkerContext) -> None:
         broker = _broker(ctx.settings)
         _subscribe(ctx.settings, broker, handler(ctx))
-        await consume(ctx, broker, prepare=lambda: _declare(ctx.settings, broker))
+        await consume(ctx, broker, prepare=lambda: _wiring(ctx.settings).declare(ctx.settings, broker))
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
-        if settings.broker != "redis":
-            raise NotImplementedError("queue depth is read on Redis only")
-        name = stream_name(settings)
-        groups: Any = await redis.xinfo_groups(name)
-        return sum(int(g.get("lag") or 0) for g in groups if g["name"] in (name, name.encode()))
+        return await _wiring(settings).queue_depth(settings, redis)
 
     async def purge(self, settings: Settings) -> None:
         """Delete the run's RabbitMQ queue or JetStream stream (on Redis the harness deletes the keys)."""
-        if settings.broker == "rabbitmq":
-            import aio_pika
-
-            connection = await aio_pika.connect(settings.broker_address)
-            async with connection:
-                channel = await connection.channel()
-                await channel.queue_delete(stream_name(settings))
-        elif settings.broker == "nats":
-            import nats
-            from nats.js.errors import NotFoundError
-
-            client = await nats.connect(settings.broker_address)
-            try:
-                await client.jetstream().delete_stream(_nats_names(settings)[0])
-            except NotFoundError:
-                pass
-            finally:
-                await client.close()
+        await _wiring(settings).purge(settings)
 
 
 backend = FaststreamBackend()

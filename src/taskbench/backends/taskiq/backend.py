@@ -38,6 +38,7 @@ from taskiq.serializers import JSONSerializer
 from taskiq_redis import RedisStreamBroker
 
 from taskbench.backends._redis import reconnecting
+from taskbench.backends._wiring import pick
 from taskbench.backends._worker import stop_requested
 from taskbench.backends.base import ServiceContext, WorkerContext
 from taskbench.messages import TaskMessage
@@ -86,10 +87,44 @@ def _rabbit_names(settings: Settings) -> tuple[str, str, str]:
     return base, base, f"{base}.dead_letter"
 
 
-def make_broker(settings: Settings, *, worker: bool = False) -> AsyncBroker:
-    """The run's broker; a ``worker``'s Redis connections retry through a broker restart (a lost
-    connection, a Redis still loading its AOF), where the API's keep redis-py's defaults."""
-    if settings.broker == "rabbitmq":
+class _Wiring:
+    """Taskiq on one broker: its broker class, how its queue is counted, what a purge deletes."""
+
+    def broker(self, settings: Settings, *, worker: bool) -> AsyncBroker:
+        raise NotImplementedError
+
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        raise NotImplementedError("queue depth is read on Redis only")
+
+    async def purge(self, settings: Settings) -> None:
+        """Nothing to delete: the harness deletes the run's keys."""
+
+
+class _OnRedis(_Wiring):
+    def broker(self, settings: Settings, *, worker: bool) -> AsyncBroker:
+        broker = _StreamBroker(
+            url=settings.broker_address,
+            queue_name=stream_name(settings),
+            consumer_group_name=stream_name(settings),
+            consumer_name=f"worker-{os.getpid()}",
+            consumer_id="0",
+            xread_block=BLOCK_MS,
+            idle_timeout=int(settings.task_timeout * 1000),
+            max_connection_pool_size=settings.redis_max_connections,
+            **(reconnecting() if worker else {}),
+        )
+        streamed: AsyncBroker = broker.with_serializer(JSONSerializer())
+        return streamed
+
+    async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
+        # entries the group has not delivered yet (Redis 7's XINFO GROUPS "lag")
+        name = stream_name(settings)
+        groups = await redis.xinfo_groups(name)
+        return sum(int(g.get("lag") or 0) for g in groups if g["name"] in (name, name.encode()))
+
+
+class _OnRabbitMQ(_Wiring):
+    def broker(self, settings: Settings, *, worker: bool) -> AsyncBroker:
         from taskiq_aio_pika import AioPikaBroker, Exchange, Queue
 
         exchange, queue, dead = _rabbit_names(settings)
@@ -104,19 +139,30 @@ def make_broker(settings: Settings, *, worker: bool = False) -> AsyncBroker:
         )
         result: AsyncBroker = rabbit.with_serializer(JSONSerializer())
         return result
-    broker = _StreamBroker(
-        url=settings.broker_address,
-        queue_name=stream_name(settings),
-        consumer_group_name=stream_name(settings),
-        consumer_name=f"worker-{os.getpid()}",
-        consumer_id="0",
-        xread_block=BLOCK_MS,
-        idle_timeout=int(settings.task_timeout * 1000),
-        max_connection_pool_size=settings.redis_max_connections,
-        **(reconnecting() if worker else {}),
-    )
-    streamed: AsyncBroker = broker.with_serializer(JSONSerializer())
-    return streamed
+
+    async def purge(self, settings: Settings) -> None:
+        import aio_pika
+
+        connection = await aio_pika.connect(settings.broker_address)
+        async with connection:
+            channel = await connection.channel()
+            exchange, queue, dead = _rabbit_names(settings)
+            for name in (queue, dead):
+                await channel.queue_delete(name)
+            await channel.exchange_delete(exchange)
+
+
+_WIRINGS: dict[str, _Wiring] = {"redis": _OnRedis(), "rabbitmq": _OnRabbitMQ()}
+
+
+def _wiring(settings: Settings) -> _Wiring:
+    return pick(_WIRINGS, settings.broker, "taskiq")
+
+
+def make_broker(settings: Settings, *, worker: bool = False) -> AsyncBroker:
+    """The run's broker; a ``worker``'s Redis connections retry through a broker restart (a lost
+    connection, a Redis still loading its AOF), where the API's keep redis-py's defaults."""
+    return _wiring(settings).broker(settings, worker=worker)
 
 
 class _Producer:
@@ -164,26 +210,11 @@ class TaskiqBackend:
                 await broker.shutdown()
 
     async def queue_depth(self, settings: Settings, redis: aioredis.Redis) -> int:
-        if settings.broker != "redis":
-            raise NotImplementedError("queue depth is read on Redis only")
-        # entries the group has not delivered yet (Redis 7's XINFO GROUPS "lag")
-        name = stream_name(settings)
-        groups = await redis.xinfo_groups(name)
-        return sum(int(g.get("lag") or 0) for g in groups if g["name"] in (name, name.encode()))
+        return await _wiring(settings).queue_depth(settings, redis)
 
     async def purge(self, settings: Settings) -> None:
         """Delete the run's exchange and queues on RabbitMQ (on Redis the harness deletes the keys)."""
-        if settings.broker != "rabbitmq":
-            return
-        import aio_pika
-
-        connection = await aio_pika.connect(settings.broker_address)
-        async with connection:
-            channel = await connection.channel()
-            exchange, queue, dead = _rabbit_names(settings)
-            for name in (queue, dead):
-                await channel.queue_delete(name)
-            await channel.exchange_delete(exchange)
+        await _wiring(settings).purge(settings)
 
 
 backend = TaskiqBackend()
