@@ -3,11 +3,8 @@
 The worker's ``WorkerContext.execute`` belongs to the parent's event loop and its Redis clients, which a
 forked child cannot use. A child runs the task body here instead: the same five workloads, synchronous
 (an io workload sleeps ``--io-delay`` with ``time.sleep``; cpu/process crunches in the child, which is a
-process of its own already), and writes the ledger with :meth:`taskbench.ledger.Ledger.record_sync` over
-a synchronous client: one EVALSHA that records the execution and does the task's INCRBY together, so a
-child killed at any moment leaves both or neither. redis-py's pool sees the new pid and opens the child's
-own connection. With the ledger off, the child counts its execution in ``<prefix>done`` at once (a child
-that exits has no batch to flush).
+process of its own already), and records through the ledger's seam for forked children
+(:class:`taskbench.ledger.recording.ChildRecorder`).
 
 :func:`measured` keeps the task metrics of :meth:`taskbench.workloads.Workloads.run` for the process that
 calls it (a long-lived child, or a parent timing its child); :func:`forked_task` is a pool child's task (process
@@ -24,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from taskbench.ledger import Ledger
+from taskbench.ledger.recording import ChildRecorder
 from taskbench.messages import NOOP, USER_TASK, TaskMessage
 from taskbench.metrics import task_metrics
 from taskbench.user_task import UserTask, payload_of
@@ -41,13 +38,9 @@ class ForkedBody:
     """The task bodies for a forked child; made in the parent before it forks, used in the child."""
 
     def __init__(self, settings: Settings) -> None:
-        import redis
-
         self.settings = settings
-        self.ledger = Ledger(settings.prefix)
+        self.recorder = ChildRecorder(settings)
         self.counter_key = f"{settings.prefix}counter"
-        self.done_key = f"{settings.prefix}done"
-        self.client = redis.Redis.from_url(settings.redis_url)
         # a user's task, imported in the parent before it forks: each child calls it without importing again
         self.user_task = UserTask(settings.task, settings.task_path or "") if settings.task else None
         #: whether the last task run here was a user's task whose call raised (recorded as failed)
@@ -69,25 +62,15 @@ class ForkedBody:
         elif task.workload != NOOP:
             raise ValueError(f"unknown workload {task.workload!r}")
         incr = None if task.workload == NOOP else (self.counter_key, task.value)
-        if not settings.ledger:
-            with self.client.pipeline(transaction=False) as pipe:
-                if incr:
-                    pipe.incrby(*incr)
-                pipe.incrby(self.done_key, 1)
-                pipe.execute()
-            return 1
-        return self.ledger.record_sync(self.client, task.task_id, task.enqueued_at, started, time.time(), incr=incr)
+        return self.recorder.record(task.task_id, task.enqueued_at, started, time.time(), incr=incr)
 
     def _user(self, task: TaskMessage, started: float) -> int:
         if self.user_task is None:
             raise ValueError("a user/task message, and this worker has no task (TASKBENCH_TASK)")
         cpu_s, error = self.user_task.call_sync(payload_of(task.payload, task.task_id))
         self.failed_last = error is not None
-        if not self.settings.ledger:
-            self.client.incrby(self.done_key, 1)
-            return 1
-        return self.ledger.record_execution_sync(self.client, task.task_id, task.enqueued_at, started, time.time(),
-                                                 cpu_s=cpu_s, error=error)
+        return self.recorder.record_outcome(task.task_id, task.enqueued_at, started, time.time(), cpu_s=cpu_s,
+                                            error=error)
 
 
 def forked_task(settings: Settings) -> Callable[[dict[str, Any]], None]:
