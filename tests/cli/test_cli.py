@@ -189,3 +189,30 @@ def test_version_prints_the_installed_version() -> None:
     out = subprocess.run([sys.executable, "-m", "taskbench", "--version"], capture_output=True, text=True,
                          timeout=60, check=False)
     assert out.returncode == 0 and out.stdout.strip() == f"taskbench {version('taskbench')}", out.stdout + out.stderr
+
+
+def test_help_lists_the_users_commands_only() -> None:
+    import typer
+
+    from taskbench.cli import app
+
+    group: Any = typer.main.get_command(app)
+    shown = [name for name, command in group.commands.items() if not command.hidden]
+    assert len(shown) <= 10, shown
+    assert {"run", "choose", "compare", "backends"} <= set(shown)
+    assert not {"serve", "worker", "drive", "collector"} & set(shown)
+    out = subprocess.run([sys.executable, "-m", "taskbench", "--help"], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert "drain" in out.stdout and "overhead" in out.stdout  # the epilog names the one-layer commands
+
+
+def test_the_launcher_answers_version_before_building_anything(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    launcher = Path(__file__).resolve().parents[2] / "taskbench"
+    # no uv on PATH and a fresh environment folder: --version must need neither
+    env = {"PATH": "/usr/bin:/bin", "UV_PROJECT_ENVIRONMENT": str(tmp_path / "env")}
+    out = subprocess.run(["sh", str(launcher), "--version"], capture_output=True, text=True, timeout=30,
+                         check=False, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == f"taskbench {version('taskbench')}", out.stderr
+    assert not (tmp_path / "env").exists()

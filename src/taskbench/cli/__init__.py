@@ -1,8 +1,8 @@
-"""Command line: ``taskbench run | scenarios | up | serve | worker | report | compare | backends | ceiling | drain |
-overhead``.
+"""Command line: ``taskbench run | choose | compare | report | backends | scenarios | up | collect | deploy``.
 
 One module per command or small group; this one makes the app and registers them, in the order
-``--help`` lists them. Heavy imports (FastAPI, uvicorn, the harness, rich tables) happen inside the
+``--help`` lists them. The commands that measure one layer (drain, overhead, ceiling, parity) are named in
+the epilog; the processes the harness starts (serve, worker, drive, collector) are hidden. Heavy imports (FastAPI, uvicorn, the harness, rich tables) happen inside the
 commands, so that ``--help`` is instant and a missing extra gives an install hint instead of a traceback.
 """
 
@@ -42,6 +42,8 @@ app = _App(
     add_completion=False,
     no_args_is_help=True,
     help="Benchmark and audit FastAPI background-task backends on your own hardware.",
+    epilog="One layer alone: drain (the workers, no HTTP), overhead (the API's cost), ceiling (the machine's "
+           "HTTP ceiling), parity (a library's published benchmark). Each has --help.",
 )
 
 def _version(given: bool) -> None:
@@ -59,26 +61,29 @@ def _main(version: Annotated[bool, typer.Option(
     """Benchmark and audit FastAPI background-task backends on your own hardware."""
 
 
-app.command()(components.backends)
-app.command()(components.serve)
-app.command()(components.worker)
+# what a user runs, in the order --help lists them
 app.command()(run.run)
+app.command()(choose.choose)
+app.command()(compare.compare)
+app.command()(report.report)
+app.command()(components.backends)
 app.command("scenarios")(scenarios.list_scenarios)
+app.command()(up.up)
+app.command()(scaleout.collect)
+# one layer measured alone: named in the epilog, apart from the main commands
+app.command(hidden=True)(measure.drain)
+app.command(hidden=True)(measure.overhead)
+app.command(hidden=True)(measure.ceiling)
+app.command(hidden=True)(parity.parity)
+# the processes the harness, the compose file and the k8s manifests start
+app.command(hidden=True)(components.serve)
+app.command(hidden=True)(components.worker)
+app.command(hidden=True)(scaleout.drive)
+app.command(hidden=True)(scaleout.collector)
 app.command(hidden=True)(components.prepare)
 app.command(hidden=True)(components.purge)
 app.command(hidden=True)(components.dashboard)
-app.command()(up.up)
-app.command()(choose.choose)
-app.command()(measure.ceiling)
-app.command()(measure.drain)
-app.command()(measure.overhead)
-app.command()(parity.parity)
 app.command("drain-case", hidden=True)(components.drain_case)
-app.command()(report.report)
-app.command()(compare.compare)
-app.command()(scaleout.drive)
-app.command()(scaleout.collector)
-app.command()(scaleout.collect)
 app.add_typer(deploy.app, name="deploy")
 
 __all__ = ["app"]
