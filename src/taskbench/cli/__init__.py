@@ -3,7 +3,8 @@
 One module per command or small group; this one makes the app and registers them, in the order
 ``--help`` lists them. The commands that measure one layer (drain, overhead, ceiling, parity) are named in
 the epilog; the processes the harness starts (serve, worker, drive, collector) are hidden. Heavy imports
-(FastAPI, uvicorn, the harness, rich tables) happen inside the commands, so that ``--help`` is instant and a missing extra gives an install hint instead of a traceback.
+(FastAPI, uvicorn, the harness, rich tables) happen inside the commands, so that ``--help`` is instant and
+a missing extra gives an install hint instead of a traceback.
 """
 
 from __future__ import annotations
