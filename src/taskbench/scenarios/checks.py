@@ -112,6 +112,9 @@ class Checker:
         if key not in params:
             raise self.fail(f"unknown parameter {key!r} for a {kind} scenario; known: "
                             f"{', '.join(sorted(params))}", table, line_key, nth)
+        if key == "backend" and isinstance(value, dict):
+            raise self.fail("a backend selector ({ broker = ... }) chooses a [[matrix]] block's backends; "
+                            "name one backend here", table, line_key, nth)
         problem = params[key].problem(value)
         if problem:
             raise self.fail(problem, table, line_key, nth)

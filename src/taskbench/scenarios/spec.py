@@ -27,6 +27,8 @@ A scenario file::
     # backend = ["arq", "saq"]
     # broker_delay = [0.0, 5.0]
     # requests = 500
+    # a block's backends by what they declare (scenarios/selector.py), in the registry's order:
+    # backend = { broker = "redis", threading = ["loop", "threads"], except = ["huey"] }
 
     [[case]]                  # extra cases: defaults + these values
     backend = "arq"
@@ -68,7 +70,7 @@ from typing import Any
 from taskbench import params as schema
 from taskbench.harness.load import phases as load_phases
 from taskbench.harness.processes.cgroups import Limit
-from taskbench.scenarios import layers
+from taskbench.scenarios import layers, selector
 from taskbench.scenarios.checks import COMPONENTS, FIGURES, PARAMETERS, Checker, ScenarioError
 
 # the checks live in scenarios/checks.py; their tables and error stay importable from here
@@ -336,6 +338,16 @@ class _Builder(Checker):
         except (ValueError, IndexError) as exc:
             raise self.fail(f"label {template!r}: {exc}", *where) from None
 
+    def _selected(self, block: dict[str, Any], nth: int) -> dict[str, Any]:
+        """A block whose ``backend = { broker = ..., ... }`` selector is the list of the backends it selects."""
+        choice = block.get("backend")
+        if not isinstance(choice, dict):
+            return block
+        try:
+            return {**block, "backend": selector.select(choice)}
+        except selector.SelectorError as exc:
+            raise self.fail(str(exc), "matrix", "backend", nth) from None
+
     def _matrices(self) -> list[tuple[dict[str, list[Any]], dict[str, Any]]]:
         """The matrix blocks as (crossed lists, fixed values): one ``[matrix]`` table, whose every value
         is a list, or ``[[matrix]]`` blocks, each crossing its lists and giving its scalars to its cases."""
@@ -343,6 +355,7 @@ class _Builder(Checker):
         if value is None:
             return []
         if isinstance(value, dict):
+            value = self._selected(value, 0)
             for key, values in value.items():
                 if not isinstance(values, list) or not values:
                     raise self.fail(f"matrix value of {key!r} must be a non-empty list", "matrix", key)
@@ -351,6 +364,7 @@ class _Builder(Checker):
             raise self.fail("'matrix' must be a table ([matrix]) or an array of tables ([[matrix]])", "", "matrix")
         blocks = []
         for nth, block in enumerate(value):
+            block = self._selected(block, nth)
             crossed = {k: v for k, v in block.items() if isinstance(v, list)}
             for key, values in crossed.items():
                 if not values:
