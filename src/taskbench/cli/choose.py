@@ -22,7 +22,7 @@ def choose(
     backends: Annotated[str | None, typer.Option(
         help="comma-separated backends (default: every durable one: a queue that keeps an accepted task)")] = None,
     quick: Annotated[bool, typer.Option(
-        help="shorter measurements: 3 s search steps, a 20 s soak, one drain round (README: Which backend?)")] = False,
+        help="shorter measurements: 3 s search steps, a 20 s soak, one drain round (docs/choose.md)")] = False,
     output: Annotated[Path, typer.Option(help="folder for the choose run (with its runs' results)")] = Path("results"),
 ) -> None:
     """Measure each backend's sustainable rate, its e2e p95 at half of it, its drain rate, a kill-worker and a

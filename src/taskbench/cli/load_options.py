@@ -1,5 +1,5 @@
 """``taskbench run --phases`` and ``--find-max-rate``: their options, and the load they make
-(:mod:`taskbench.harness.load`; README: Phases and the highest sustainable rate)."""
+(:mod:`taskbench.harness.load`; docs/load.md)."""
 
 from __future__ import annotations
 

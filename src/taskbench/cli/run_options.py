@@ -121,7 +121,7 @@ _OPTIONS: tuple[inspect.Parameter, ...] = (
     _schema("broker_delay", FAULTS),
     _own("target", str | None, None, TARGET, "--target", "-t",
          help="audit your own running service instead of the reference stack: http://127.0.0.1:PORT/path, sent "
-              "POST with the task reference (README: Audit your own service)"),
+              "POST with the task reference (docs/your-task.md)"),
     _own("id_header", bool, True, TARGET,
          help="send the task reference in the X-Taskbench-Task header (else only where --payload says {task_id})"),
     _own("library", str | None, None, TARGET,

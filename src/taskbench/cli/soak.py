@@ -22,7 +22,7 @@ Soak = Annotated[str | None, typer.Option(
     help="a soak: one steady open load for DURATION (30m, 90s, 2h; `--soak` alone: 30m) at --rate (without it: "
          "--soak-fraction of the lowest sustainable rate, searched first), sampling "
          "the task processes' memory and CPU, the broker, the backlog and the end-to-end latency, each with "
-         "its growth per hour; a drift beyond its bound fails the case (README: Soak runs)")]
+         "its growth per hour; a drift beyond its bound fails the case (docs/soak.md)")]
 SoakFraction = Annotated[float, typer.Option(
     help="with --soak and no --rate: the share of the sustainable rate offered")]
 SoakMemoryBound = Annotated[float, typer.Option(

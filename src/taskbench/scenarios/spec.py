@@ -43,7 +43,7 @@ A scenario file::
     match = { backend = "arq", limits = "small" }
     rps = 227
 
-    [[phases]]                # queue: every case's load as phases (README: Load phases), in order
+    [[phases]]                # queue: every case's load as phases (docs/load.md), in order
     kind = "steady"           # warmup | steady | burst | pause-workers | stall-broker | recovery
     duration = 30             # seconds, or "30s", "2m"
     rate = 1000               # requests per second, or "x1.5" (a multiple of the steady rate)

@@ -24,7 +24,7 @@ tasks run after their answers in the request's task, so a benchmark would get 50
 - at most ``TASKBENCH_MAX_CONNECTIONS`` connections (10,240; never more than the file descriptors the
   process has left beside its Redis pools): one more gets a 503 and is closed at once.
 
-Per-client rates and fairness between clients belong to a reverse proxy in front of the API (README,
+Per-client rates and fairness between clients belong to a reverse proxy in front of the API (docs/getting-started.md,
 "Slow clients"). Nothing here runs per request but one check in ``on_headers_complete`` and one in
 ``data_received`` (an earlier version's timer per request cost the API about 1 % of its CPU).
 """
