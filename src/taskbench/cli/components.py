@@ -26,41 +26,21 @@ from taskbench.procgroup import dump_stacks_on_signal
 
 def backends() -> None:
     """List the backends, their brokers, their promise across a dead worker and their library's settings."""
-    from taskbench.backends import REGISTRY
-    from taskbench.backends.options import NoOptions, describe
+    from taskbench.cli.backend_facts import facts
 
-    for meta in REGISTRY.values():
-        state = "" if meta.implemented else " (not implemented yet)"
-        if meta.unsafe:
-            state += " [never a default: left out of --backends all]"
-        brokers = "/".join(meta.brokers)
-        typer.echo(f"{meta.name:17} {brokers:20} {meta.summary}{state}")
-        for broker in meta.brokers:  # the promise a fault case is judged by (the libraries' defaults)
-            delivery = meta.delivery_on(broker)
-            typer.echo(f"{'':17} on {broker:17} {delivery.guarantee}: {delivery.recovery}")
+    for found in facts():
+        meta = found.meta
+        typer.echo(f"{meta.name:17} {'/'.join(meta.brokers):20} {meta.summary}{found.state}")
+        for promise in found.promises:  # the promise a fault case is judged by (the libraries' defaults)
+            delivery = promise.delivery
+            typer.echo(f"{'':17} on {promise.broker:17} {delivery.guarantee}: {delivery.recovery}")
             for bound in delivery.all_bounds():  # what a fault may cost and keep the promise, and why
                 typer.echo(f"{'':20} bound: {bound.describe()} [source: {bound.source}]")
-        for name in meta.promise_settings:  # a setting that changes it: the promise under another value
-            other = _other_value(meta.options.model_fields[name].default)
-            if other is None or meta.options.model_fields[name].annotation is not type(other):
-                continue
-            delivery = meta.delivery_on(meta.brokers[0], {name: other})
-            shown = str(other).lower() if isinstance(other, bool) else other
-            typer.echo(f"{'':17} with --option {meta.extra}.{name}={shown}: {delivery.guarantee}: "
-                       f"{delivery.recovery}")
-        if meta.options is not NoOptions and meta.name == meta.extra:  # a library's settings, once
-            for key, kind, text in describe(meta.options):
-                typer.echo(f"{'':17} --option {meta.extra}.{key}=  {kind}, {text}")
-
-
-def _other_value(default: object) -> object | None:
-    """A value of a promise setting other than its default under which the guarantee changes (None: a
-    duration, which changes only the wait)."""
-    if isinstance(default, bool):
-        return not default
-    if isinstance(default, int):
-        return 3 if default == 1 else None
-    return None
+        for promise in found.changed:  # a setting that changes it: the promise under another value
+            typer.echo(f"{'':17} with --option {promise.setting}: {promise.delivery.guarantee}: "
+                       f"{promise.delivery.recovery}")
+        for key, kind, text in found.settings:
+            typer.echo(f"{'':17} --option {meta.extra}.{key}=  {kind}, {text}")
 
 
 def serve(
