@@ -16,7 +16,7 @@ from taskbench import brokers, params
 from taskbench.cli import app
 from taskbench.harness.config import RunConfig, load_spec
 from taskbench.scenarios import ScenarioError, load
-from taskbench.scenarios.spec import PARAMETERS, Case
+from taskbench.scenarios.parse import PARAMETERS, Case
 from taskbench.settings import Settings
 
 CLI = CliRunner()

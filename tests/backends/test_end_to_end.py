@@ -9,7 +9,7 @@ import redis
 
 from taskbench import backends
 from taskbench.driver import LoadSpec
-from taskbench.harness.commands.runner import Runner
+from taskbench.harness.commands.run import Runner
 from taskbench.harness.config import Placement, RunConfig
 
 pytestmark = pytest.mark.slow

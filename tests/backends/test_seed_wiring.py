@@ -12,7 +12,7 @@ from taskbench import backends
 from taskbench.cli._common import backend_names
 from taskbench.driver import LoadSpec
 from taskbench.harness.case.warm_up import WARMUP_PREFIX
-from taskbench.harness.commands.runner import Runner
+from taskbench.harness.commands.run import Runner
 from taskbench.harness.config import Placement, RunConfig
 from taskbench.ledger import Ledger
 from taskbench.results import QueueCase

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from taskbench.driver import LoadResult, LoadSpec, RequestTemplate, run_load_async
+from taskbench.driver.load_spec import Stage
 from taskbench.driver.result import merge_results
-from taskbench.driver.spec import Stage
 from tests.driver.test_driver_load import BODY, _reset, _stats
 from tests.driver.test_driver_load import port as _port
 

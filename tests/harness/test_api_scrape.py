@@ -15,7 +15,7 @@ import pytest
 
 from taskbench.driver import LoadSpec
 from taskbench.harness.api_scrape import MAX_TIMEOUT, ApiScrape, answered_by
-from taskbench.harness.commands.runner import Runner
+from taskbench.harness.commands.run import Runner
 from taskbench.harness.config import Placement, RunConfig
 from taskbench.results import QueueCase
 from taskbench.results.api_scrape import ApiScrapeRecord, ScrapeSample

@@ -11,7 +11,7 @@ import pytest
 from click.testing import Result as CliResult
 
 from taskbench.scenarios import ScenarioError, load
-from taskbench.scenarios.spec import RUN_ID_MAX, RUN_ID_STAMP
+from taskbench.scenarios.parse import RUN_ID_MAX, RUN_ID_STAMP
 from tests.helpers import assert_one_line_error
 from tests.report.synthetic import queue_run
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from taskbench.harness.commands.runner import Runner
+    from taskbench.harness.commands.run import Runner
     from taskbench.harness.commands.target import TargetRunner
     from taskbench.results import Result
     from taskbench.scenarios.run import ScenarioRunner

@@ -194,7 +194,7 @@ def drain_case(
     """Run inside a backend's environment by `taskbench drain`; prints one JSON line (paired: a list)."""
     import json
 
-    from taskbench.drain import measure, measure_pair
+    from taskbench.drain_case import measure, measure_pair
 
     interrupt_on_signals()  # stopped by the harness: the workers it started are stopped too
     cpus = [int(c) for c in worker_cpus.split(",") if c.strip()] or None

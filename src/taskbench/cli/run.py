@@ -19,7 +19,7 @@ from taskbench.cli.run_options import SIGNATURE
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from taskbench.harness.commands.runner import Runner
+    from taskbench.harness.commands.run import Runner
     from taskbench.harness.commands.target import TargetRunner
     from taskbench.harness.config import RunConfig
     from taskbench.results import Result
@@ -47,7 +47,7 @@ def run(**given: Any) -> None:
     if a.profile is not None:
         fail("--profile applies to a scenario: give --scenario NAME as well")
 
-    from taskbench.harness.commands.runner import Runner
+    from taskbench.harness.commands.run import Runner
     from taskbench.report.table import render
 
     console = Console(stderr=True)

@@ -52,7 +52,7 @@ def drive(
     from taskbench.driver.segments import parse_segment
     from taskbench.harness import HarnessError
     from taskbench.harness.case.own_task import BUILT_IN_BODY
-    from taskbench.harness.commands.segment import drive_segment
+    from taskbench.harness.commands.drive import drive_segment
     from taskbench.harness.config import load_spec
     from taskbench.harness.faults.stalls import redis_client
 
@@ -122,7 +122,7 @@ def collector(
     from taskbench.harness import HarnessError
     from taskbench.harness.brokers import case_durability
     from taskbench.harness.commands.collect import Collect, collect_case, distributed_result
-    from taskbench.harness.commands.segment import whole_load
+    from taskbench.harness.commands.drive import whole_load
     from taskbench.harness.faults.stalls import redis_client
     from taskbench.harness.machine import result_header
 
@@ -199,7 +199,7 @@ def run_nodes(config: RunConfig, nodes: int, delay_ms: float, console: Console, 
     from taskbench.cli._common import INTERRUPTED, interrupt_on_signals, os_error, show_progress, writable_folder
     from taskbench.cli.report import publish
     from taskbench.harness import HarnessError
-    from taskbench.harness.nodes.runner import NodesRunner
+    from taskbench.harness.nodes.cluster import NodesRunner
     from taskbench.report.table import render
 
     writable_folder(output)

@@ -15,7 +15,7 @@ def list_scenarios(
 ) -> None:
     """List the shipped scenarios (the seed articles' experiments); run one with `run --scenario NAME`."""
     from taskbench.scenarios import FILES, ScenarioError, load, shipped
-    from taskbench.scenarios.spec import FIGURES, PARAMETERS
+    from taskbench.scenarios.parse import FIGURES, PARAMETERS
 
     if parameters:
         for kind, params in PARAMETERS.items():

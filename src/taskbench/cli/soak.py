@@ -11,7 +11,7 @@ import typer
 
 if TYPE_CHECKING:
     from taskbench.harness.config import RunConfig
-    from taskbench.harness.soak.spec import SoakSpec
+    from taskbench.harness.soak.plan import SoakSpec
 
 #: options that may be given without their value, and the value they then take
 OPTIONAL_VALUES = {"--soak": "30m"}
@@ -51,7 +51,7 @@ def soak_load(soak: str | None, load: dict[str, Any], *, fraction: float, memory
     duration. A ValueError (one line) for what does not go together."""
     if soak is None:
         return load, None
-    from taskbench.harness.soak.spec import SoakSpec, parse_duration
+    from taskbench.harness.soak.plan import SoakSpec, parse_duration
 
     duration = parse_duration(soak)
     if load.get("requests") is not None or load.get("duration") is not None:

@@ -4,9 +4,9 @@ Built on asyncio Protocols and uvloop with pre-encoded requests and minimal
 response parsing, so that the driver is not the bottleneck of a benchmark.
 """
 
+from taskbench.driver.launch import run_load, run_load_async, run_load_together
+from taskbench.driver.load_spec import LoadSpec, RequestTemplate
 from taskbench.driver.result import LoadResult
-from taskbench.driver.runner import run_load, run_load_async, run_load_together
-from taskbench.driver.spec import LoadSpec, RequestTemplate
 from taskbench.histogram import Histogram
 
 __all__ = [

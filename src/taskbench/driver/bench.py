@@ -16,9 +16,9 @@ import sys
 import time
 
 from taskbench.driver.bench_targets import free_port, path_for, start_server, stop_server
+from taskbench.driver.launch import run_load
+from taskbench.driver.load_spec import LoadSpec, RequestTemplate
 from taskbench.driver.result import LoadResult
-from taskbench.driver.runner import run_load
-from taskbench.driver.spec import LoadSpec, RequestTemplate
 
 TARGETS = ("asgi", "fastapi", "raw")
 BODY = '{{"task_id": "{task_id}", "enqueued_at": {enqueued_at}}}'

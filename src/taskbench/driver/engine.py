@@ -17,8 +17,8 @@ from collections.abc import Callable
 from time import perf_counter
 
 from taskbench.driver.conn import Conn
+from taskbench.driver.load_spec import LoadSpec, RequestTemplate
 from taskbench.driver.result import LoadResult, StageResult
-from taskbench.driver.spec import LoadSpec, RequestTemplate
 from taskbench.histogram import Histogram
 
 _RECONNECT_BACKOFF_S = 0.01  # keeps a refused port from becoming a busy loop

@@ -17,7 +17,7 @@ SATURATION_LATE = 0.1
 
 @dataclass(kw_only=True)
 class StageResult:
-    """One stage of a rate schedule (:class:`~taskbench.driver.spec.Stage`): its arrivals and answers.
+    """One stage of a rate schedule (:class:`~taskbench.driver.load_spec.Stage`): its arrivals and answers.
 
     A request belongs to the stage of its intended send time; ``errors`` counts every request of it that
     got no 2xx (a 409 included), ``latency`` its requests' latencies.

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from taskbench.driver.load_spec import LoadSpec
 from taskbench.driver.result import LoadResult, merge_results
-from taskbench.driver.spec import LoadSpec
 
 #: more segments than this is a typo, not a cluster
 MAX_SEGMENTS = 1000

@@ -17,7 +17,7 @@ from taskbench.harness.faults.kinds import Fault
 from taskbench.harness.load import phases as load_phases
 from taskbench.harness.load.search import Objective
 from taskbench.harness.processes.cgroups import Limit
-from taskbench.harness.soak.spec import SoakSpec
+from taskbench.harness.soak.plan import SoakSpec
 from taskbench.messages import WORKLOADS
 from taskbench.settings import EnqueueMode
 

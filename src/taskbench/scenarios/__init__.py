@@ -2,7 +2,7 @@
 
 ``taskbench scenarios`` lists the shipped files; ``taskbench run --scenario NAME|PATH`` runs one.
 
-The scenario files' reader (:mod:`.spec`) is imported when first used, not with the package: the
+The scenario files' reader (:mod:`.parse`) is imported when first used, not with the package: the
 HTTP scenarios' app (:mod:`.apps`) is imported by a server in an environment that may hold only
 FastAPI and its server, at the versions of an article (``article-004``, docs/results.md).
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from taskbench.scenarios.spec import Scenario, ScenarioError, load
+    from taskbench.scenarios.parse import Scenario, ScenarioError, load
 
 FILES = Path(__file__).parent / "files"
 
@@ -24,7 +24,7 @@ def shipped() -> list[Path]:
 
 def resolve(name_or_path: str, profile: str | None = None) -> Scenario:
     """A shipped scenario by name, or a file by path; ``profile``: apply its ``[profile.NAME]``."""
-    from taskbench.scenarios.spec import ScenarioError, load
+    from taskbench.scenarios.parse import ScenarioError, load
 
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or "/" in name_or_path:
@@ -69,9 +69,9 @@ def select(scenario: Scenario, text: str) -> list[int]:
 
 def __getattr__(name: str) -> Any:
     if name in ("Scenario", "ScenarioError", "load"):
-        from taskbench.scenarios import spec
+        from taskbench.scenarios import parse
 
-        return getattr(spec, name)
+        return getattr(parse, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -21,7 +21,7 @@ from taskbench.harness.processes.cgroups import tree_cpu
 from taskbench.harness.processes.stack import Stack
 from taskbench.net import free_port
 from taskbench.results import CeleryCase, Summary
-from taskbench.scenarios.spec import Case
+from taskbench.scenarios.parse import Case
 
 Say = Callable[[str], None]
 

@@ -26,7 +26,7 @@ from taskbench.harness.processes.pinning import pinned
 from taskbench.harness.processes.stack import Stack
 from taskbench.net import established, free_port, healthy
 from taskbench.results import HttpCase, SeriesPoint, Summary
-from taskbench.scenarios.spec import Case
+from taskbench.scenarios.parse import Case
 from taskbench.wait import wait_until
 
 Say = Callable[[str], None]

@@ -22,7 +22,7 @@ from taskbench.results import (
     ScenarioInfo,
     Spread,
 )
-from taskbench.scenarios.spec import Case, Scenario
+from taskbench.scenarios.parse import Case, Scenario
 
 Say = Callable[[str], None]
 CaseT = TypeVar("CaseT", QueueCase, HttpCase, CeleryCase)
@@ -75,7 +75,7 @@ class ScenarioRunner:
 
     def _queue(self, result: Result) -> None:
         from taskbench.harness.brokers.redis import provide_redis
-        from taskbench.harness.commands.runner import Runner
+        from taskbench.harness.commands.run import Runner
         from taskbench.harness.processes.envs import environment_key, versions
 
         configs = [(case, queue_config(case, self.output, self.redis_url)) for case in self.cases]
@@ -158,7 +158,7 @@ class ScenarioRunner:
         return data
 
     def _write(self, result: Result) -> None:
-        from taskbench.harness.commands.runner import write_result
+        from taskbench.harness.commands.run import write_result
 
         write_result(self.result_path(), result)
 

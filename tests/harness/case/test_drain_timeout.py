@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from taskbench.driver import LoadSpec
-from taskbench.harness.commands.runner import Runner
+from taskbench.harness.commands.run import Runner
 from taskbench.harness.config import Placement, RunConfig
 from taskbench.results import QueueCase
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_steady_rate_is_the_rate_between_the_10_and_90_percent_marks() -> None:
-    from taskbench.drain import _steady
+    from taskbench.drain_case import _steady
 
     assert _steady({0.1: (10.0, 100), 0.9: (12.0, 900)}) == pytest.approx(400.0)
     assert _steady({0.1: (10.0, 100)}) is None, "a drain that never reached 90 % has no steady rate"
@@ -31,7 +31,7 @@ def test_steady_rate_is_the_rate_between_the_10_and_90_percent_marks() -> None:
 
 
 def test_worker_cpu_per_task_is_the_cpu_between_the_marks_over_the_tasks_between_them() -> None:
-    from taskbench.drain import _cpu_per_task
+    from taskbench.drain_case import _cpu_per_task
 
     marks = {0.1: (10.0, 100), 0.9: (12.0, 900)}
     assert _cpu_per_task(marks, {0.1: 3.0, 0.9: 3.4}) == pytest.approx(500.0), "0.4 s of CPU over 800 tasks"
@@ -40,7 +40,7 @@ def test_worker_cpu_per_task_is_the_cpu_between_the_marks_over_the_tasks_between
 
 
 def test_a_mark_is_a_share_of_the_tasks_or_of_the_rounds_seconds_whichever_comes_first() -> None:
-    from taskbench.drain import _reached
+    from taskbench.drain_case import _reached
 
     assert _reached(0.1, 100, 1000, 0.5, 60.0), "10 % of the tasks ran"
     assert not _reached(0.1, 99, 1000, 5.9, 60.0), "neither share yet"
@@ -50,7 +50,7 @@ def test_a_mark_is_a_share_of_the_tasks_or_of_the_rounds_seconds_whichever_comes
 
 
 def test_paired_window_runs_from_both_at_10_percent_to_the_first_at_90() -> None:
-    from taskbench.drain import _window, _window_rates
+    from taskbench.drain_case import _window, _window_rates
 
     first = (1.0, 100, 20, 0.5, 0.4)
     both = (2.0, 300, 100, 0.9, 0.8)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from taskbench.cli._common import backend_names
-from taskbench.harness.commands.runner import on_broker
+from taskbench.harness.commands.run import on_broker
 from taskbench.harness.config import RunConfig
 
 

@@ -13,7 +13,7 @@ from taskbench.harness.case.audit import queue_status
 from taskbench.harness.faults.recovery import fault_verdict, promise_of
 from taskbench.harness.faults.verdict import judge
 from taskbench.results import FaultRecord, Summary
-from taskbench.scenarios import spec
+from taskbench.scenarios import parse
 
 FAULTS = Path(__file__).parents[3] / "src" / "taskbench" / "scenarios" / "files" / "faults.toml"
 
@@ -101,7 +101,7 @@ def test_a_fault_case_inside_its_bounds_is_ok_and_an_unsafe_wiring_stays_errors(
 
 
 def _matrix_cases() -> list[dict]:
-    return [case.params for case in spec.load(FAULTS).cases]
+    return [case.params for case in parse.load(FAULTS).cases]
 
 
 def test_every_case_of_the_fault_matrix_is_judged_by_bounds_with_a_source() -> None:

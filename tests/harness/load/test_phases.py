@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskbench.driver.spec import Stage
+from taskbench.driver.load_spec import Stage
 from taskbench.harness.load import phases
 from taskbench.harness.load.phases import PhaseError
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from taskbench.scenarios import ScenarioError
+from taskbench.scenarios.parse import load
 from taskbench.scenarios.run import queue_config
-from taskbench.scenarios.spec import load
 
 HEAD = '''name = "phased"
 description = "two backends through the same phases"

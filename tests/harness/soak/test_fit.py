@@ -8,8 +8,8 @@ import pytest
 
 from taskbench.harness.soak.fit import fit_all, growth, theil_sen
 from taskbench.harness.soak.latency import e2e_over_time
+from taskbench.harness.soak.plan import SoakSpec, parse_duration
 from taskbench.harness.soak.series import Downsampled
-from taskbench.harness.soak.spec import SoakSpec, parse_duration
 
 HOUR = 3600.0
 

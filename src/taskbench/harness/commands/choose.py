@@ -29,14 +29,14 @@ from taskbench import backends as registry
 from taskbench.driver import LoadSpec
 from taskbench.harness.commands.drain import run_drain
 from taskbench.harness.commands.rate_search import search_run
-from taskbench.harness.commands.runner import Runner, stamp
+from taskbench.harness.commands.run import Runner, stamp
 from taskbench.harness.config import RunConfig
 from taskbench.harness.faults.kinds import Fault
 from taskbench.harness.faults.verdict import judge
 from taskbench.harness.load.search import Objective
 from taskbench.harness.machine import commit_info, machine_info
 from taskbench.harness.processes.envs import project_root
-from taskbench.harness.soak.spec import SoakSpec
+from taskbench.harness.soak.plan import SoakSpec
 from taskbench.results import QueueCase, Result
 from taskbench.results.choose import BackendChoice, Cell, ChooseResult, FaultCell
 

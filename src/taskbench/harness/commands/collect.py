@@ -2,7 +2,7 @@
 
 The same pipeline (:class:`CollectCase`) ends a cluster run (the collector Job, ``taskbench collector``) and
 ``taskbench run --nodes N`` (the harness, in the root network namespace): what the drivers publish under the
-run's prefix (:mod:`taskbench.harness.commands.segment`) becomes one :class:`~taskbench.results.QueueCase` whose
+run's prefix (:mod:`taskbench.harness.commands.drive`) becomes one :class:`~taskbench.results.QueueCase` whose
 load is the exact merge of theirs (:func:`~taskbench.driver.segments.merge_segments`), drained and audited as a
 single-driver case is (a case's pipeline, :mod:`taskbench.harness.case.pipeline`).
 """
@@ -17,7 +17,7 @@ from typing import Any
 from taskbench import backends
 from taskbench.driver.segments import Segment, merge_segments
 from taskbench.harness.case.pipeline import Loaded, Pipeline
-from taskbench.harness.commands.segment import wait_segments
+from taskbench.harness.commands.drive import wait_segments
 from taskbench.harness.processes.stack import Stack
 from taskbench.ledger import Ledger
 from taskbench.results import QueueCase, Result
@@ -47,7 +47,7 @@ class CollectCase(Pipeline):
     """The collector's pipeline: its load is the drivers' segments, merged; nothing to start or warm up (the
     drivers, the workers and the API are the cluster's), and no worker it could stop before the audit (a
     Deployment's): it audits the ledger as it is then. ``run --nodes`` starts them
-    (:class:`taskbench.harness.nodes.runner.NodesCase`)."""
+    (:class:`taskbench.harness.nodes.cluster.NodesCase`)."""
 
     stops_executors = False
 

@@ -33,15 +33,15 @@ def run_drain(
     (on a shared machine a slow stretch then hits both modes, and ``ledger_ratios`` takes medians).
 
     ``paired``: each round drains both modes at once instead, two workers side by side on the same
-    cores (:func:`taskbench.drain.measure_pair`), the mode started first alternating between rounds;
+    cores (:func:`taskbench.drain_case.measure_pair`), the mode started first alternating between rounds;
     ``ledger_ratios`` then takes the median of the rounds' ratios.
 
     ``placement``: the worker on ``workers``' cores, the Redis servers on ``redis``', the process that
     enqueues and watches the drain on ``driver``'s (see :func:`drain_placement`).
 
-    ``seconds``: the longest a round drains (:data:`taskbench.drain.ROUND_SECONDS` by default); a round
-    ends when every task ran or then, its rate taken over what ran (:mod:`taskbench.drain`)."""
-    from taskbench.drain import ROUND_SECONDS
+    ``seconds``: the longest a round drains (:data:`taskbench.drain_case.ROUND_SECONDS` by default); a round
+    ends when every task ran or then, its rate taken over what ran (:mod:`taskbench.drain_case`)."""
+    from taskbench.drain_case import ROUND_SECONDS
 
     seconds = ROUND_SECONDS if seconds is None else seconds
 
@@ -87,7 +87,7 @@ def _drain_backend(name: str, meta: backends.BackendInfo, python: Path, broker_e
                    workload: str, repeat: int, placement: Placement, paired: bool,
                    say: Callable[[str], None]) -> list[dict[str, Any]]:
     """:func:`run_drain`'s rounds of one backend."""
-    from taskbench.drain import pair_run_ids
+    from taskbench.drain_case import pair_run_ids
 
     rows: list[dict[str, Any]] = []
     url = redis.url

@@ -42,7 +42,7 @@ from taskbench.harness import progress
 from taskbench.harness.brokers import provide_broker
 from taskbench.harness.brokers.redis import provide_redis
 from taskbench.harness.case.start import prepare
-from taskbench.harness.commands.runner import stamp, write_result
+from taskbench.harness.commands.run import stamp, write_result
 from taskbench.harness.config import Placement
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.machine import result_header

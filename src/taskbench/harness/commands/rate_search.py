@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from taskbench.harness.commands.runner import Runner
+from taskbench.harness.commands.run import Runner
 from taskbench.harness.config import RunConfig
 from taskbench.harness.load.search import Objective
 from taskbench.results import QueueCase, Result

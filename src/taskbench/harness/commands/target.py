@@ -39,7 +39,7 @@ from taskbench.harness import HarnessError
 from taskbench.harness.brokers.redis import check_reachable, describe
 from taskbench.harness.case.audit import queue_summary
 from taskbench.harness.case.pipeline import Loaded, Pipeline
-from taskbench.harness.commands.runner import stamp, write_result
+from taskbench.harness.commands.run import stamp, write_result
 from taskbench.harness.faults.context import Broker
 from taskbench.harness.faults.injector import Injector
 from taskbench.harness.faults.kinds import paced_for

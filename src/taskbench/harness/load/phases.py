@@ -16,7 +16,7 @@ offered (the open model: arrivals on a schedule, whatever the answers) or ``xM``
   before the disruption.
 
 Without ``@RATE``, a phase offers the steady rate. The phases become the driver's rate schedule, one
-:class:`~taskbench.driver.spec.Stage` each, in one load.
+:class:`~taskbench.driver.load_spec.Stage` each, in one load.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskbench.driver.spec import MAX_DURATION_S, Stage
+from taskbench.driver.load_spec import MAX_DURATION_S, Stage
 
 __all__ = ["KINDS", "WARMUP_IDS", "Phase", "PhaseError", "describe", "from_table", "parse", "stages"]
 

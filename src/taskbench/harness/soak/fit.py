@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from taskbench.harness.soak.spec import SoakSpec
+from taskbench.harness.soak.plan import SoakSpec
 from taskbench.results.soak import Growth
 
 #: fewer points than this fit nothing: no slope is shown

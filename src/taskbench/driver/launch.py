@@ -15,8 +15,8 @@ from multiprocessing.synchronize import Event as MPEvent
 from typing import Any
 
 from taskbench.driver.engine import Engine
+from taskbench.driver.load_spec import LoadSpec, RequestTemplate
 from taskbench.driver.result import LoadResult, merge_results
-from taskbench.driver.spec import LoadSpec, RequestTemplate
 
 # Time allowed for a worker to start (spawn re-imports the interpreter) and to
 # hand its result back after the run's own bound and drain.

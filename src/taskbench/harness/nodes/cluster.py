@@ -27,7 +27,7 @@ from taskbench.harness.case.pipeline import Loaded, describe_load
 from taskbench.harness.case.stop import clean_up, stop_executors
 from taskbench.harness.case.warm_up import warm_up
 from taskbench.harness.commands.collect import Collect, CollectCase, distributed_result
-from taskbench.harness.commands.runner import stamp, write_result
+from taskbench.harness.commands.run import stamp, write_result
 from taskbench.harness.config import RunConfig
 from taskbench.harness.faults.stalls import redis_client
 from taskbench.harness.machine import result_header
