@@ -16,7 +16,7 @@ A scenario file::
 
     [defaults]                # parameters of every case
     workload = "io/simple"
-    options.rq.worker_ttl = 17   # one setting: merged key by key over [options.rq]
+    options.saq.retries = 2   # one setting: merged key by key over [options.saq]
 
     [matrix]                  # every combination of these values is a case
     backend = ["arq", "saq"]
@@ -28,7 +28,7 @@ A scenario file::
     # broker_delay = [0.0, 5.0]
     # requests = 500
     # a block's backends by what they declare (scenarios/selector.py), in the registry's order:
-    # backend = { broker = "redis", threading = ["loop", "threads"], except = ["huey"] }
+    # backend = { broker = "redis", threading = ["loop", "threads"], except = ["saq"] }
 
     [[case]]                  # extra cases: defaults + these values
     backend = "arq"
