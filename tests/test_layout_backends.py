@@ -54,3 +54,23 @@ def test_no_library_setting_is_declared_outside_its_package() -> None:
     for package, model in backends.libraries().items():
         for key, field in model.model_fields.items():
             assert field.description, f"{package}.{key} says nothing of what it does"
+
+
+def test_no_backend_package_imports_another() -> None:
+    """Each package stands on the shared modules of taskbench.backends, never on another library's package:
+    so a backend is added or removed with its package alone (a contract of import-linter would have to list
+    the packages by name)."""
+    import ast
+
+    packages = {meta.package for meta in backends.REGISTRY.values()}
+    found = []
+    for package in sorted(packages):
+        for path in sorted((SRC / "backends" / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                for name in names:
+                    parts = name.split(".")
+                    if parts[:2] == ["taskbench", "backends"] and len(parts) > 2 and parts[2] in packages - {package}:
+                        found.append(f"{path.relative_to(SRC)}: imports {name}")
+    assert not found, found
