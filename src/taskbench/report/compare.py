@@ -7,7 +7,8 @@ noise: Mann–Whitney U on the samples behind it at ``alpha`` (per-second counts
 percentile, every request's or task's latency from the HDR histograms, as above or below the first
 run's percentile, see :mod:`taskbench.report.stats`). Lost and duplicated tasks are counts of
 failures, not noisy measurements: any increase is worse. Figures with no samples (the drain time) are
-shown with their change but decide nothing.
+shown with their change but decide nothing. ``gating`` (``--metrics``) narrows which metrics' getting worse
+is a regression; the rest are still shown with their verdict.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class Metric:
     higher_is_better: bool
     test: Test | None = None  # None: no samples (shown, never decides)
     verdict: Verdict = "untested"
+    #: the metric's name on the command line (``--metrics``), shared with the objectives' figures
+    key: str = ""
 
     @property
     def change(self) -> float | None:
@@ -67,10 +70,15 @@ class Comparison:
     only_a: list[str]
     only_b: list[str]
     differing: list[tuple[str, object, object]]  # run parameters that differ
+    #: the metrics whose getting worse is a regression (``--metrics``); None: every metric
+    gating: frozenset[str] | None = None
+
+    def gates(self, metric: Metric) -> bool:
+        return self.gating is None or metric.key in self.gating
 
     @property
     def regressions(self) -> list[str]:
-        return [f"{c.name}: {m.name}" for c in self.cases for m in c.worse]
+        return [f"{c.name}: {m.name}" for c in self.cases for m in c.worse if self.gates(m)]
 
 
 def case_key(case: CaseBase) -> str:
@@ -93,7 +101,7 @@ def differing_params(a: Result, b: Result) -> list[tuple[str, object, object]]:
 
 
 def compare(a: Result, b: Result, *, threshold: float = 0.05, alpha: float = 0.05,
-            label_a: str = "A", label_b: str = "B") -> Comparison:
+            label_a: str = "A", label_b: str = "B", gating: frozenset[str] | None = None) -> Comparison:
     # a NaN threshold or alpha makes every comparison false: the gate would pass anything
     if not math.isfinite(threshold) or not 0 <= threshold < 1:
         raise ValueError(f"threshold must be a fraction from 0 to below 1, not {threshold}")
@@ -113,7 +121,7 @@ def compare(a: Result, b: Result, *, threshold: float = 0.05, alpha: float = 0.0
     return Comparison(a, b, label_a, label_b, cases,
                       only_a=[c.name for k, c in zip(keys_a, a.cases, strict=True) if k not in by_key_b],
                       only_b=[c.name for c in b.cases if case_key(c) not in set(keys_a)],
-                      differing=differing_params(a, b))
+                      differing=differing_params(a, b), gating=gating)
 
 
 def decide(metric: Metric, threshold: float, alpha: float) -> Verdict:
@@ -165,37 +173,39 @@ def metrics(a: CaseBase, b: CaseBase) -> list[Metric]:
     load_a, load_b = getattr(a, "load", None), getattr(b, "load", None)
     if isinstance(a, QueueCase | HttpCase) and load_a is not None and load_b is not None:
         rate = mann_whitney(_per_second(load_a, "completed"), _per_second(load_b, "completed"))
-        out.append(Metric("RPS", "req/s", sa.rps, sb.rps, True, rate))
+        out.append(Metric("RPS", "req/s", sa.rps, sb.rps, True, rate, key="rps"))
         lat_a, lat_b = _hist(load_a.latency), _hist(load_b.latency)
-        for key, name in (("p50_ms", "median latency"), ("p95_ms", "p95 latency"), ("p99_ms", "p99 latency")):
-            out.append(Metric(name, "ms", sa.figure(key), sb.figure(key), False,
-                              _percentile_test(lat_a, lat_b, sa.figure(key))))
+        for p in ("p50", "p95", "p99"):
+            name = "median latency" if p == "p50" else f"{p} latency"
+            out.append(Metric(name, "ms", sa.figure(f"{p}_ms"), sb.figure(f"{p}_ms"), False,
+                              _percentile_test(lat_a, lat_b, sa.figure(f"{p}_ms")), key=f"request_{p}"))
         errors = mann_whitney(_per_second(load_a, "errors"), _per_second(load_b, "errors"))
-        out.append(Metric("errors", "%", sa.errors_pct, sb.errors_pct, False, errors))
+        out.append(Metric("errors", "%", sa.errors_pct, sb.errors_pct, False, errors, key="errors"))
     if isinstance(a, QueueCase) and isinstance(b, QueueCase):
         audit_a, audit_b = a.audit, b.audit
         if audit_a is not None and audit_b is not None:
             e2e_a, e2e_b = _hist(audit_a.end_to_end_histogram), _hist(audit_b.end_to_end_histogram)
             p50_a, p95_a = audit_a.end_to_end_ms.p50, audit_a.end_to_end_ms.p95
             out.append(Metric("e2e p50", "ms", p50_a, audit_b.end_to_end_ms.p50, False,
-                              _percentile_test(e2e_a, e2e_b, p50_a)))
+                              _percentile_test(e2e_a, e2e_b, p50_a), key="e2e_p50"))
             out.append(Metric("e2e p95", "ms", p95_a, audit_b.end_to_end_ms.p95, False,
-                              _percentile_test(e2e_a, e2e_b, p95_a)))
+                              _percentile_test(e2e_a, e2e_b, p95_a), key="e2e_p95"))
             if audit_a.executed_per_second and audit_b.executed_per_second:
                 ex = mann_whitney(counted(x for x in audit_a.executed_per_second if x),
                                   counted(x for x in audit_b.executed_per_second if x))
                 rate_a = _busy_rate(audit_a.executed_per_second)
                 rate_b = _busy_rate(audit_b.executed_per_second)
-                out.append(Metric("executed tasks/s", "tasks/s", rate_a, rate_b, True, ex))
-        out.append(Metric("all tasks run in", "s", sa.time_to_run_all_s, sb.time_to_run_all_s, False))
+                out.append(Metric("executed tasks/s", "tasks/s", rate_a, rate_b, True, ex, key="executed_per_s"))
+        out.append(Metric("all tasks run in", "s", sa.time_to_run_all_s, sb.time_to_run_all_s, False,
+                          key="time_to_run_all"))
     if a.kind == "celery":
-        out.append(Metric("tasks/s", "tasks/s", sa.tasks_per_s, sb.tasks_per_s, True))
-        out.append(Metric("time", "s", sa.elapsed_s, sb.elapsed_s, False))
+        out.append(Metric("tasks/s", "tasks/s", sa.tasks_per_s, sb.tasks_per_s, True, key="tasks_per_s"))
+        out.append(Metric("time", "s", sa.elapsed_s, sb.elapsed_s, False, key="elapsed"))
     if sa.lost is not None or sb.lost is not None:
-        out.append(Metric("lost", "tasks", sa.lost or 0, sb.lost or 0, False))
-        out.append(Metric("duplicated", "tasks", sa.duplicated or 0, sb.duplicated or 0, False))
+        out.append(Metric("lost", "tasks", sa.lost or 0, sb.lost or 0, False, key="lost"))
+        out.append(Metric("duplicated", "tasks", sa.duplicated or 0, sb.duplicated or 0, False, key="duplicated"))
     if sa.failed is not None or sb.failed is not None:  # a user's task: its calls that raised
-        out.append(Metric("failed", "tasks", sa.failed or 0, sb.failed or 0, False))
+        out.append(Metric("failed", "tasks", sa.failed or 0, sb.failed or 0, False, key="failed"))
     return out
 
 

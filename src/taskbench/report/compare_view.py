@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from taskbench.histogram import Histogram
 from taskbench.report.compare import Comparison, Metric
+from taskbench.report.objectives import ObjectiveCheck
 from taskbench.report.page import document, esc, facts, figure, table
 from taskbench.results import HttpCase, QueueCase, Result
 
@@ -15,6 +18,7 @@ VERDICT_STYLE = {"worse": "bold red", "better": "green", "same": "dim", "noise":
 VERDICT_TEXT = {"worse": "WORSE", "better": "better", "same": "same", "noise": "within noise",
                 "untested": "not tested"}
 VERDICT_CSS = {"worse": "bad", "better": "good"}
+NOT_GATED = "worse, not gated"  # a worse metric left out of --metrics: shown, no regression
 
 
 def _value(value: float | None, unit: str) -> str:
@@ -42,6 +46,13 @@ def _p(metric: Metric) -> str:
     return f"{metric.test.p:.3g}"
 
 
+def _verdict(cmp: Comparison, metric: Metric) -> tuple[str, str]:
+    """The verdict's text and its style in the table."""
+    if metric.verdict == "worse" and not cmp.gates(metric):
+        return NOT_GATED, "yellow"
+    return VERDICT_TEXT[metric.verdict], VERDICT_STYLE[metric.verdict]
+
+
 def render(cmp: Comparison, console: Console, *, threshold: float, alpha: float) -> None:
     if not console.is_terminal:
         console.width = max(console.width, 120)
@@ -49,6 +60,8 @@ def render(cmp: Comparison, console: Console, *, threshold: float, alpha: float)
     label_a, label_b = escape(cmp.label_a), escape(cmp.label_b)
     console.print(f"[bold]{label_b}[/] against [bold]{label_a}[/] "
                   f"(worse: beyond {100 * threshold:g} % and Mann–Whitney p < {alpha:g})")
+    if cmp.gating is not None:
+        console.print(f"[dim]a regression only in: {escape(', '.join(sorted(cmp.gating)) or 'no metric')}[/]")
     for name, va, vb in cmp.differing:
         console.print(f"[dim]{escape(f'parameter {name}: {va!r} → {vb!r}')}[/]")
     for case in cmp.cases:
@@ -57,9 +70,9 @@ def render(cmp: Comparison, console: Console, *, threshold: float, alpha: float)
                                 ("change", "right"), ("p", "right"), ("verdict", "left")):
             t.add_column(header, justify=justify)  # type: ignore[arg-type]
         for m in case.metrics:
-            style = VERDICT_STYLE[m.verdict]
+            text, style = _verdict(cmp, m)
             t.add_row(f"{m.name} ({m.unit})", _value(m.a, m.unit), _value(m.b, m.unit), _change(m), _p(m),
-                      f"[{style}]{VERDICT_TEXT[m.verdict]}[/]")
+                      f"[{style}]{text}[/]")
         console.print(t)
     for name in cmp.only_a:
         console.print(f"[yellow]only in {label_a}: {escape(name)}[/]")
@@ -91,7 +104,7 @@ def render_html(results: list[Result], labels: list[str], comparisons: list[Comp
                      f"<td>{esc(_value(m.b, m.unit))}</td>",
                      f'<td data-v="{m.change if m.change is not None else ""}">{esc(_change(m))}</td>',
                      f"<td>{esc(_p(m))}</td>",
-                     f'<td class="l {VERDICT_CSS.get(m.verdict, "note")}">{esc(VERDICT_TEXT[m.verdict])}</td>']
+                     f'<td class="l {VERDICT_CSS.get(m.verdict, "note")}">{esc(_verdict(cmp, m)[0])}</td>']
                     for m in case.metrics]
             parts.append(f"<h3>{esc(case.name)}</h3>" + table(
                 [("metric", "l"), (cmp.label_a, ""), (cmp.label_b, ""), ("change", ""), ("p", ""),
@@ -142,3 +155,28 @@ def overlay(results: list[Result], labels: list[str], comparisons: list[Comparis
             out.append(f"<section class=\"case\"><h3>{esc(case.name)}</h3><div class=\"plots\">"
                        + "".join(svgs) + "</div></section>")
     return out
+
+
+def verdict_json(comparisons: list[Comparison], checks: list[ObjectiveCheck], status: int) -> dict[str, Any]:
+    """``--format json``: the exit status, each objective with its cases' figures, the regressions and
+    every compared metric, for a CI step to read instead of the table."""
+    def metric(cmp: Comparison, case: str, m: Metric) -> dict[str, Any]:
+        return {"result": cmp.label_b, "baseline": cmp.label_a, "case": case, "metric": m.key or m.name,
+                "name": m.name, "unit": m.unit, "baseline_value": m.a, "value": m.b, "change": m.change,
+                "p": m.test.p if m.test is not None and m.test.decided else None, "verdict": m.verdict,
+                "gated": cmp.gates(m)}
+
+    return {
+        "status": status,
+        "objectives": [{"objective": c.objective.text, "metric": c.objective.metric, "op": c.objective.op,
+                        "value": c.objective.value, "unit": c.objective.unit, "passed": c.passed,
+                        "cases": [{"result": k.result, "case": k.case, "value": k.value, "breached": k.breached}
+                                  for k in c.cases]} for c in checks],
+        "regressions": [metric(cmp, case.name, m) for cmp in comparisons for case in cmp.cases
+                        for m in case.worse if cmp.gates(m)],
+        "comparisons": [{"baseline": cmp.label_a, "result": cmp.label_b,
+                         "gating": None if cmp.gating is None else sorted(cmp.gating),
+                         "only_in_baseline": cmp.only_a, "only_in_result": cmp.only_b,
+                         "metrics": [metric(cmp, case.name, m) for case in cmp.cases for m in case.metrics]}
+                        for cmp in comparisons],
+    }
