@@ -33,7 +33,7 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 def test_help_lists_commands() -> None:
     out = _cli("--help")
     assert out.returncode == 0
-    for command in ("run", "serve", "worker", "report", "backends"):
+    for command in ("run", "choose", "compare", "report", "backends"):
         assert command in out.stdout
 
 
