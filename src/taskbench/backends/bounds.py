@@ -2,7 +2,7 @@
 
 A guarantee (at-least-once, at-most-once) says what a fault case fails on; the libraries keep it only up
 to windows that their own code opens, and a verdict that ignores them depends on where a kill lands
-(issue 34: Celery's BRPOP window failed one run in three). So each window is a :class:`Bound` of the
+(Celery's BRPOP window failed one fault run in three). So each window is a :class:`Bound` of the
 backend's registry entry (``Delivery.bounds``): which figure it allows (tasks lost, tasks run twice,
 executions that never come back), under which faults, how many, and where it comes from (the library's
 source, an issue, docs/faults.md). The guarantee itself is a bound too (at-least-once: "duplicates

@@ -2,7 +2,7 @@
 
 On a terminal rich fits a table to the window, which is what a reader there wants. In a log (a pipe, a
 file, CI) there is no window: the width rich assumes is arbitrary, and a table wider than it comes out
-with headers cut to "acce…" and case labels to "cele…" (issue 34). So a table printed to a log gets the
+with headers cut to "acce…" and case labels to "cele…". So a table printed to a log gets the
 width it needs, one line per row, up to :data:`LOG_WIDTH` characters; a wider one (the fault matrix's
 eleven columns) is printed one line per row (or per cell) as ``header value`` pairs, which wrap as
 plain text does and still say which figure is which.

@@ -1,7 +1,7 @@
 """The fault matrix: one row per backend (and broker), one column per fault, a cell per case.
 
-A fault scenario's table has a row per case; the matrix folds the same cases into the grid that
-issue 14 asks for, so a reader sees at a glance which library loses or repeats tasks under which
+A fault scenario's table has a row per case; the matrix folds the same cases into a grid of backends
+by faults, so a reader sees at a glance which library loses or repeats tasks under which
 fault, and how long it took to recover. Built from the result alone (a result file of any run that
 injected faults or delayed its broker renders one), in three forms: rich table, markdown, HTML.
 

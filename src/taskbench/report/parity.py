@@ -142,7 +142,7 @@ def _seconds(figure: dict[str, float] | None) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    """Per source: the table of issue 33 and the rankings side by side, as markdown."""
+    """Per source: the rates and CPU a task of every library and the rankings side by side, as markdown."""
     rows = summarize(result)
     parts = []
     for source in result["sources"]:

@@ -97,7 +97,7 @@ _BARE_GROUP = re.compile(r"<g>\n(<[^<>]*/>|<text[^<>]*>[^<>]*</text>|<g>\n)\n?</
 
 
 def compact(svg: str) -> str:
-    """The same drawing in a third of the text (issue 34: a fault run's page of a hundred cases was 5 MB):
+    """The same drawing in a third of the text (a fault run's page of a hundred cases was 5 MB):
     no metadata, the font family stated once instead of on every label, no ids on groups (nothing
     refers to them), coordinates to a tenth of a point (the page draws them at under one pixel per
     point), path data on one line; labels' text is left as it is."""

@@ -70,7 +70,8 @@ class QueueCase(CaseBase):
     broker_delay_ms: float | None = None
     workload: str = "io/simple"
     enqueue_mode: str = "awaited"
-    #: the broker's configuration keeps an acknowledged task across a broker restart (issue 13)
+    #: the broker's configuration keeps an acknowledged task across a broker restart; without it nothing is
+    #: promised, so tasks lost in a restart are a figure, not a failure
     durable: bool = True
     #: why ``durable`` is what it is, from the broker's reported configuration ("" in older files)
     durability: str = ""

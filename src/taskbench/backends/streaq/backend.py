@@ -21,8 +21,8 @@ Wiring, following streaq's documentation and its source (streaq 7.2):
   it marks reclaimable at once;
 - a worker whose connection breaks (a broker restart) ends its process: streaq's long-lived tasks then
   fail, and its teardown can wait forever on coredis's connection pool, leaving a worker that neither
-  reads nor exits (issue 34: 655 tasks left unread in one run of the fault matrix, the worker exiting
-  at once in the next). Once one of those tasks fails, or the worker's lifespan ends without a stop
+  reads nor exits (655 tasks left unread in one run of the fault matrix, the worker exiting at once
+  in the next). Once one of those tasks fails, or the worker's lifespan ends without a stop
   signal, the process exits after ``TEARDOWN_S`` if it has not by then, so a supervisor
   (``--restart-workers``, the seed's ``restart: on-failure``) starts a fresh worker, which reclaims the
   dead one's pending messages after ``idle_timeout``.
