@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from taskbench.report.index import headline
+from taskbench.results import QueueCase
 from tests.report.synthetic import queue_run
 
 SAMPLES = Path(__file__).parent.parent / "results" / "samples"
@@ -30,7 +32,17 @@ def test_report_index_lists_every_result_and_survives_a_bad_one(tmp_path: Path) 
     assert 'href="one/report.html"' in page  # the report where there is one
     assert 'href="two/result.json"' in page  # else the result file
     assert "scenario middleware" in page and "run arq, background" in page
-    assert "background: 629 req/s, p95 230 ms" in page
+    # a queue case's headline is what the run's table leads with, not its HTTP latency
+    assert "background: 629 accepted/s, – executed/s, e2e p95 889 ms" in page
     assert "not a taskbench result" in page
     # newest first
     assert page.index("2026-11-23 18:58:42") < page.index("2026-11-23 18:58:16")
+
+
+def test_a_queue_case_s_headline_is_its_rates_and_its_e2e_p95() -> None:
+    result = queue_run()
+    (case,) = result.cases
+    assert isinstance(case, QueueCase)
+    case.summary.accepted_per_s, case.summary.executed_per_s, case.summary.e2e_p95_ms = 896.0, 198.4, 37_200.0
+    case.summary.lost = 3
+    assert headline(result) == "arq: 896 accepted/s, 198 executed/s, e2e p95 37 s, 3 lost"

@@ -10,21 +10,32 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from taskbench.report.pace import pace, seconds
 from taskbench.report.page import document, esc, table
-from taskbench.results import RANKED_BY, Result, ResultFormatError, load
+from taskbench.results import RANKED_BY, QueueCase, Result, ResultFormatError, load
 
 
 def headline(result: Result) -> str:
-    """One short line per case: its ranked figure, p95, and lost/duplicated when there are any."""
+    """One short line per case: a queue case's accepted/s, executed/s and e2e p95 (what decides between
+    backends, as the run's table leads with them); another case's ranked figure and p95; lost/duplicated
+    when there are any."""
     parts = []
     for case in result.cases:
         s = case.summary
-        figure = RANKED_BY[case.kind]
-        value = s.figure(figure)
-        text = f"{case.name}: {value:,.0f} {'tasks/s' if figure == 'tasks_per_s' else 'req/s'}" \
-            if value is not None else f"{case.name}: –"
-        if s.p95_ms is not None:
-            text += f", p95 {s.p95_ms:.0f} ms"
+        if isinstance(case, QueueCase):
+            p = pace(case)
+            text = f"{case.name}: " + ", ".join(
+                ("–" if value is None else f"{value:,.0f}") + f" {label}/s"
+                for value, label in ((p.accepted_per_s, "accepted"), (p.executed_per_s, "executed")))
+            if p.e2e_p95_ms is not None:
+                text += f", e2e p95 {seconds(p.e2e_p95_ms)}"
+        else:
+            figure = RANKED_BY[case.kind]
+            value = s.figure(figure)
+            text = f"{case.name}: {value:,.0f} {'tasks/s' if figure == 'tasks_per_s' else 'req/s'}" \
+                if value is not None else f"{case.name}: –"
+            if s.p95_ms is not None:
+                text += f", p95 {s.p95_ms:.0f} ms"
         bad = [f"{n} {label}" for n, label in ((s.lost, "lost"), (s.duplicated, "dup")) if n]
         if bad:
             text += ", " + ", ".join(bad)

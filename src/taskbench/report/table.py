@@ -8,6 +8,7 @@ from rich.table import Table
 
 from taskbench.report.fit import print_table
 from taskbench.report.load import render_terminal as render_load
+from taskbench.report.pace import bottleneck_line, mode_words, pace, seconds
 from taskbench.report.soak import summary_lines
 from taskbench.results import AuditResult, FaultRecord, QueueCase, Result
 
@@ -25,55 +26,59 @@ def render(result: Result, console: Console | None = None) -> None:
     if not console.is_terminal:
         console.width = max(console.width, 140)  # piped output: keep one row per case
     # every string of a result file is text, not markup
-    table = Table(title=escape(_title(result)), title_justify="left")
+    table = Table(title=escape(_title(result)), title_justify="left", show_edge=False)
+    # what decides first (the API's rate against the workers', the backlog, the task's wait), then the
+    # HTTP side and the audit
     columns = [
-        ("backend", "left"), ("mode", "left"), ("RPS", "right"), ("median\nms", "right"),
-        ("p95\nms", "right"), ("p99\nms", "right"), ("all tasks\nrun in s,\nledger on", "right"),
-        ("errors\n%", "right"), ("accepted", "right"), ("lost", "right"), ("dup", "right"),
-        ("unexp", "right"),
-        ("e2e p95\nms", "right"), ("driver\nCPU %", "right"), ("status", "left"),
+        ("backend", "left"), ("enqueued", "left"), ("accepted\n/s", "right"), ("executed\n/s", "right"),
+        ("backlog\nat end", "right"), ("drain\ns", "right"), ("e2e\np95", "right"),
+        ("HTTP ms\np50/95/99", "right"), ("err\n%", "right"), ("lost/\ndup/\nunexp", "right"),
+        ("status", "left"),
     ]
     cases = [c for c in result.cases if isinstance(c, QueueCase)]
     # a user's task (--workload module:callable): its failed calls, CPU per call and the workers' memory
     own = any(c.summary.failed is not None for c in cases)
     if own:
-        columns[-3:-3] = [("failed", "right"), ("CPU ms\np50/p95", "right"), ("RSS MB\nstart/end", "right")]
+        columns[-1:-1] = [("failed", "right"), ("CPU ms\np50/p95", "right"), ("RSS MB\nstart/end", "right")]
         if not console.is_terminal:
             console.width = max(console.width, 175)
     for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    notes: list[str] = []
     for case in cases:
-        s = case.summary
-        mode = case.enqueue_mode + ("" if case.durable else " *")
-        if not case.durable:
-            note = (f"* not durable: {case.durability}" if case.durability else  # older files lack it: guess
-                    "* no durable queue: a 2xx does not prove the task is stored" if not case.has_worker else
-                    "* after-response enqueue: the 2xx is sent before the broker has the task")
-            if note not in notes:
-                notes.append(note)
-        cpu = _num(s.driver_cpu_pct) + (" SAT" if s.driver_saturated else "")
+        s, p = case.summary, pace(case)
         status = {"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(case.status, "[bold red]failed[/]")
+        status += " [yellow]SAT[/]" if s.driver_saturated else ""  # the driver's CPU: said under the table
         cells = [
-            escape(case.backend) + (" [UNSAFE]" if case.unsafe else ""), escape(mode), _num(s.rps),
-            _num(s.p50_ms, "{:.1f}"), _num(s.p95_ms, "{:.1f}"), _num(s.p99_ms, "{:.1f}"),
-            _num(s.time_to_run_all_s, "{:.1f}"), _num(s.errors_pct, "{:.2f}"),
-            str(s.accepted), _bad(s.lost), _bad(s.duplicated), _num(s.unexpected, "{}"),
-            _num(s.e2e_p95_ms, "{:.1f}"), cpu, status,
+            escape(case.backend) + (" [UNSAFE]" if case.unsafe else ""), mode_words(case),
+            _num(p.accepted_per_s, "{:,.0f}"), _num(p.executed_per_s, "{:,.0f}"), _num(p.backlog_end, "{:,}"),
+            _num(p.drain_s, "{:.1f}"), seconds(p.e2e_p95_ms),
+            "/".join(_num(v) for v in (s.p50_ms, s.p95_ms, s.p99_ms)), _num(s.errors_pct, "{:.2f}"),
+            f"{_bad(s.lost)}/{_bad(s.duplicated)}/{_num(s.unexpected, '{}')}", status,
         ]
         if own:
-            cells[-3:-3] = own_task_cells(case)
+            cells[-1:-1] = own_task_cells(case)
         table.add_row(*cells)
     print_table(console, table)
     if result.interrupted:
         console.print(f"[bold red]{escape(result.interrupted)}[/]: the table holds what was measured until then")
-    for note in notes:
-        console.print(note, markup=False)
-    if cases:  # a run's workers always record every execution: the audit needs it
-        console.print("ledger on: each task's worker also wrote its ledger record; `taskbench drain --workload noop "
-                      "--ledger both` measures what that costs a task", markup=False)
+    for line in filter(None, map(bottleneck_line, cases)):
+        console.print(f"[yellow]{escape(line)}[/]")
+    _footer(cases, console)
     _case_lines(cases, console)
     render_load(result, console)  # --phases: a row per phase; --find-max-rate: the rate and the steps
+
+
+def _footer(cases: list[QueueCase], console: Console) -> None:
+    """What the columns mean where a row cannot say it: a 202 that proves nothing, the ledger's cost."""
+    for case in cases:
+        if not case.durable:
+            why = case.durability or ("no durable queue" if not case.has_worker else  # older files lack it
+                                      "after-response enqueue: the 2xx is sent before the broker has the task")
+            console.print(f"{case.name}: its 202 does not prove the task is kept ({why})", markup=False)
+    if cases:  # a run's workers always record every execution: the audit needs it
+        console.print("accepted/s: 2xx per second of the load; executed/s: first start to last finish; drain: the "
+                      "load's end to the last finish; e2e: enqueue to finish. Each task also wrote its ledger "
+                      "record (`taskbench drain --workload noop --ledger both` measures that cost)", markup=False)
 
 
 def _title(result: Result) -> str:

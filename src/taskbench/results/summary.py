@@ -42,6 +42,12 @@ class Summary(Figures):
     e2e_p95_ms: float | None = None
     #: the workers' rate: executions per second from the first task's start to the last one's finish
     executed_per_s: float | None = None
+    #: the API's rate: tasks accepted (2xx) per second of the load, its first request to its last answer
+    accepted_per_s: float | None = None
+    #: accepted tasks not yet finished when the load's last answer came (queued or running)
+    backlog_end: int | None = None
+    #: seconds from the load's last answer to the last task's finish (None: the drain did not end)
+    drain_s: float | None = None
     # queue: a user's task (--workload module:callable)
     failed: int | None = None  # accepted tasks of which an execution raised (audit.failed)
     failed_types: dict[str, int] | None = None  # the last exception type -> failed tasks

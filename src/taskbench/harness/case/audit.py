@@ -79,8 +79,12 @@ def check_metrics(client: Any, settings: Settings, port: int, executions: int,
 
 
 def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, drained: bool,
-                  fault: FaultRecord | None) -> Summary:
-    """The row of a queue case: the seed's columns and the audit's (none when the ledger could not be read)."""
+                  fault: FaultRecord | None, load_end: float | None = None,
+                  finished_by_end: int | None = None) -> Summary:
+    """The row of a queue case: the seed's columns and the audit's (none when the ledger could not be read).
+
+    ``load_end``: the load's last answer (wall clock); ``finished_by_end``: the accepted tasks finished by
+    then. With them the row says whether the workers kept up: the backlog left and the drain's length."""
     lat = load.latency_ms
     requests = max(1, load.requests)
     summary = Summary(
@@ -101,6 +105,12 @@ def queue_summary(load: Load, audit: AuditResult | None, *, load_start: float, d
         first = audit.first_start
         if first is not None and last is not None and last > first and audit.executed > 1:
             summary.executed_per_s = audit.executed / (last - first)
+        if load.elapsed_s > 0:
+            summary.accepted_per_s = audit.accepted / load.elapsed_s
+        if finished_by_end is not None:
+            summary.backlog_end = max(0, audit.accepted - finished_by_end)
+        if load_end is not None and last is not None and drained:
+            summary.drain_s = max(0.0, last - load_end)
     if fault is not None and fault.injected:
         summary.fault = fault.fault
         summary.restart_ready_s = fault.ready_after_s

@@ -22,6 +22,7 @@ from taskbench.harness.case.drain_wait import Drain, drain
 from taskbench.harness.case.stop import stop_executors, stop_failures
 from taskbench.harness.case.warm_up import WARMUP_PREFIX
 from taskbench.harness.faults.injector import Injector
+from taskbench.harness.load.backlog import origin_of
 from taskbench.harness.processes.process_set import ProcessSet
 from taskbench.harness.processes.stack import Stack
 from taskbench.ledger import Ledger, audit
@@ -242,8 +243,13 @@ class Pipeline:
 
     def summary(self, loaded: Loaded) -> Summary:
         assert self.case.load is not None
+        load, rows = loaded.load, self.rows
+        # the load ends at its last answer, not when its processes were joined
+        end = origin_of(load) + load.elapsed_s if load.first_send else loaded.end
+        finished = None if rows is None else sum(
+            1 for task_id in load.accepted_ids if (row := rows.times.get(task_id)) is not None and row[2] <= end)
         return queue_summary(self.case.load, self.report, load_start=loaded.start, drained=self.drained.drained,
-                             fault=self.case.fault)
+                             fault=self.case.fault, load_end=end, finished_by_end=finished)
 
     def figures_of_loss(self) -> bool:
         """Lost and duplicated tasks are the case's figures (a fault, an unsafe wiring), not an audit failure."""
