@@ -12,9 +12,10 @@ from taskbench.results import load
 from tests.report.synthetic import queue_run
 
 SAMPLES = sorted((Path(__file__).parent.parent / "results" / "samples").glob("*.json"))
-# plots per sample: the timeline, the percentiles, the end-to-end distribution, the driver's CPU per case
-EXPECTED_PLOTS = {"v1-run-fault": 8, "v1-scenario-queue": 4 + 2, "v1-scenario-http": 3 + 2,
-                  "v1-scenario-celery": 1}
+# plots per sample: the timeline, the percentiles, the end-to-end distribution, the driver's CPU per case;
+# the comparison of the cases where there are two or more; a scenario's bars
+EXPECTED_PLOTS = {"v1-run-fault": 1 + 8, "v1-scenario-queue": 4 + 2, "v1-scenario-http": 3 + 2,
+                  "v1-scenario-celery": 1, "v2-run-arq": 4}
 
 
 def self_contained(page: str) -> None:

@@ -1,9 +1,11 @@
 """``taskbench report --format html``: one self-contained page per result (a run or any scenario).
 
-Header (machine, commit, library versions, parameters), the summary table with the terminal's columns
-(sortable), then per case the curves: requests and tasks per second (the drain is a curve), latency by
-percentile, the end-to-end distribution, the driver's CPU; scenarios add bars per case with the spread
-of repeated runs beside the article's figure; fault runs mark the fault and the recoveries.
+The cases compared on shared axes (tasks accepted and executed per second, the end-to-end p95), the
+header (machine, commit, the parameters that differ from their defaults, library versions), the summary
+table with the terminal's columns (sortable), then per case the curves, each quantity on one range for
+every case: requests and tasks per second (the drain is a curve), latency by percentile, the end-to-end
+distribution, the driver's CPU; scenarios add bars per case with the spread of repeated runs beside the
+article's figure; fault runs mark the fault and the recoveries.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 from taskbench.histogram import Histogram
 from taskbench.report import matrix, plots, soak
 from taskbench.report.load import phase_plot, phases_html, searches_html
-from taskbench.report.page import cell, document, esc, facts, figure, flatten, table
+from taskbench.report.overview import Scales, comparison_html, scales
+from taskbench.report.page import cell, document, esc, facts, figure, table
+from taskbench.report.parameters import setup
 from taskbench.report.scenario import RANKED_HEADER, columns, limits_summary, machine_line
 from taskbench.report.table import failed_types, fault_line
 from taskbench.results import RANKED_BY, CaseBase, CeleryCase, FaultRecord, HttpCase, Load, QueueCase, Result
@@ -40,10 +44,14 @@ def render(result: Result) -> str:
         return html(result)
     title = (f"taskbench scenario {result.scenario.name}" if result.scenario else "taskbench run") + \
         f" {result.run_id}"
-    parts = [f"<h1>{esc(title)}</h1>", header(result)]
+    parts = [f"<h1>{esc(title)}</h1>"]
     grid = matrix.build(result)
-    if len(grid.cells) > 1:  # a fault scenario: the grid first, the case rows after it
-        parts += ["<h2>Fault matrix</h2>", f"<div class=\"scroll\">{matrix.html_table(grid)}</div>"]
+    compared = comparison_html(result)
+    if len(grid.cells) > 1:  # a fault scenario: the grid first (the comparison of its many cases after it)
+        parts += [header(result), "<h2>Fault matrix</h2>", f"<div class=\"scroll\">{matrix.html_table(grid)}</div>",
+                  compared]
+    else:
+        parts += [compared, header(result)]
     parts += ["<h2>Summary</h2>", summary_table(result)]
     parts += [found for found in (phases_html(result), searches_html(result)) if found]
     parts += notes(result)
@@ -51,7 +59,8 @@ def render(result: Result) -> str:
     if result.scenario is not None:
         parts.append(scenario_bars(result))
     parts.append("<h2>Cases</h2>")
-    parts += [case_section(result, case) for case in result.cases]
+    shared = scales(result)
+    parts += [case_section(result, case, shared) for case in result.cases]
     return document(title, "\n".join(parts))
 
 
@@ -74,40 +83,6 @@ def header(result: Result) -> str:
         items += [("scenario", f"{s.name}: {s.description}"), ("file", s.file), ("varying", s.varying),
                   ("article", s.article.get("source")), ("article's setup", s.article.get("setup"))]
     return facts(items)
-
-
-def _library(backend: str) -> str:
-    """The library a backend runs (``faststream-pubsub``: FastStream; a variant: its package's), lower case; a name the
-    registry does not know (an older result's) stands for itself."""
-    from taskbench import backends
-
-    try:
-        return backends.info(backend).extra.lower()
-    except backends.UnknownBackendError:
-        return backend.lower()
-
-
-def setup(result: Result) -> str:
-    """The run's parameters and every backend's library versions."""
-    out = []
-    if result.config:
-        out.append("<h3>Parameters</h3>" + facts(flatten(result.config), wide=True))
-    if result.environments:
-        rows = []
-        for backend, env in sorted(result.environments.items()):
-            found = env.get("packages")
-            packages: dict[str, str] = found if isinstance(found, dict) else {}
-            library = _library(backend.split("@")[0])  # "arq@article-000": arq on a pinned set of versions
-            main = [f"{k} {v}" for k, v in sorted(packages.items()) if k.lower().startswith(library)]
-            every = ", ".join(f"{k} {v}" for k, v in sorted(packages.items(), key=lambda kv: kv[0].lower()))
-            rows.append([f'<td class="l">{esc(backend)}</td>', f'<td class="l">{esc(env.get("python", ""))}</td>',
-                         f'<td class="l">{esc(", ".join(main) or "–")}</td>',
-                         f'<td class="l"><details><summary>{len(packages)} packages</summary>'
-                         f'<span class="note">{esc(every)}</span></details></td>'])
-        out.append("<h3>Libraries per backend</h3>" + table(
-            [("backend", "l"), ("python", "l"), ("its library", "l"), ("every package", "l")], rows,
-            sortable=False))
-    return "\n".join(out)
 
 
 def summary_table(result: Result) -> str:
@@ -153,9 +128,10 @@ def summary_table(result: Result) -> str:
 def _run_table(result: Result) -> str:
     queue = [c for c in result.cases if isinstance(c, QueueCase)]
     # a user's task (--workload module:callable): its failed calls by type, CPU per call, memory
-    columns = RUN_COLUMNS + (OWN_TASK_COLUMNS if any(c.summary.failed is not None for c in queue) else [])
+    own_task = any(c.summary.failed is not None for c in queue)
+    columns = RUN_COLUMNS + (OWN_TASK_COLUMNS if own_task else [])
     headers = [("backend", "l"), ("mode", "l")] + [(h, "") for _, h, _ in columns]
-    if columns is not RUN_COLUMNS:
+    if own_task:
         headers.append(("failed by exception type", "l"))
     headers.append(("status", "l"))
     rows = []
@@ -163,12 +139,12 @@ def _run_table(result: Result) -> str:
         s = case.summary
         mode = case.enqueue_mode + ("" if case.durable else " *")
         name = case.backend + (" [UNSAFE]" if case.unsafe else "")
-        row = [f'<td class="l">{esc(name)}</td>', f'<td class="l">{esc(mode)}</td>']
+        row = [f'<td class="l">{esc(name)}</td>', f'<td class="l nowrap">{esc(mode)}</td>']
         for key, _, spec in columns:
             value = s.figure(key)
             css = "bad" if key in ("lost", "duplicated") and value else "warn" if key == "failed" and value else ""
             row.append(cell(value, spec, css=css))
-        if columns is not RUN_COLUMNS:
+        if own_task:
             row.append(f'<td class="l wide">{esc(failed_types(s.failed_types or {}))}</td>')
         row.append(f'<td class="l {STATUS_CSS.get(case.status, "")}">{esc(case.status)}'
                    f'{" (driver saturated)" if s.driver_saturated else ""}</td>')
@@ -222,7 +198,7 @@ def scenario_bars(result: Result) -> str:
 # -- one case ----------------------------------------------------------------------------------------
 
 
-def case_section(result: Result, case: CaseBase) -> str:
+def case_section(result: Result, case: CaseBase, shared: Scales | None = None) -> str:
     parts = [f"<section class=\"case\"><h3>{esc(case.name)} "
              f"<span class=\"{STATUS_CSS.get(case.status, '')}\">({esc(case.status)})</span></h3>"]
     if case.params:
@@ -233,13 +209,13 @@ def case_section(result: Result, case: CaseBase) -> str:
             parts.append(f"<p>{esc(fault_line(case.fault))}</p>")
             parts += [f"<p class=\"note\">{esc(line)}</p>" for line in case.fault.within_bounds]
         svgs += phase_plot(case)  # --phases: the timeline with the phases as bands
-        svgs += queue_plots(case)
+        svgs += queue_plots(case, shared or Scales())
         if case.soak is not None:
             parts.append("<ul class=\"soak\">" + "".join(f"<li>{esc(line)}</li>"
                                                          for line in soak.summary_lines(case.soak)) + "</ul>")
             svgs += soak.soak_plots(case.soak)
     elif isinstance(case, HttpCase):
-        svgs += load_plots(case.load, users=True)
+        svgs += load_plots(case.load, shared or Scales(), users=True)
     elif isinstance(case, CeleryCase):
         parts.append(facts([*case.probe.items(), ("workers", [" ".join(a) for a in case.worker_argv])]))
     if svgs:
@@ -250,7 +226,7 @@ def case_section(result: Result, case: CaseBase) -> str:
     return "\n".join(parts)
 
 
-def queue_plots(case: QueueCase) -> list[str]:
+def queue_plots(case: QueueCase, shared: Scales) -> list[str]:
     load, audit = case.load, case.audit
     if load is None:
         return []
@@ -278,13 +254,14 @@ def queue_plots(case: QueueCase) -> list[str]:
     # a fault case's timeline and marks count from the driver's start (the record's load_start)
     origin = case.fault.load_start if case.fault is not None and case.fault.load_start else None
     marks = fault_marks(case.fault, origin or (audit.start if audit else None))
-    out = [figure(plots.timeline("Requests and tasks per second", _extend(lines), "per second", marks=marks),
-                  caption)]
-    out += load_plots(load, timeline=False)
+    out = [figure(plots.timeline("Requests and tasks per second", _extend(lines), "per second", marks=marks,
+                                 ymax=shared.rate), caption)]
+    out += load_plots(load, shared, timeline=False)
     if audit is not None and audit.end_to_end_histogram.count:
         hist = Histogram.from_dict(audit.end_to_end_histogram.model_dump())
         out.insert(2, figure(plots.distribution("End-to-end task latency (enqueue → finished)",
-                                                [("tasks", hist)]),
+                                                [("tasks", hist)], span=shared.e2e_span_us,
+                                                ymax=shared.e2e_count),
                              f"p50 {audit.end_to_end_ms.p50:.0f} ms, p95 {audit.end_to_end_ms.p95:.0f} ms, "
                              f"max {audit.end_to_end_ms.max:.0f} ms; {audit.executed} executed, "
                              f"{audit.lost} lost, {audit.duplicated} duplicated"
@@ -293,7 +270,7 @@ def queue_plots(case: QueueCase) -> list[str]:
     return out
 
 
-def load_plots(load: Load | None, *, users: bool = False, timeline: bool = True) -> list[str]:
+def load_plots(load: Load | None, shared: Scales, *, users: bool = False, timeline: bool = True) -> list[str]:
     """The driver's side: requests per second (HTTP cases), latency by percentile, driver CPU."""
     if load is None:
         return []
@@ -306,11 +283,13 @@ def load_plots(load: Load | None, *, users: bool = False, timeline: bool = True)
             lines.append(plots.Line("failed/s", xs, [row.errors for row in load.per_second], color="#d62728"))
         right = [plots.Line("users", xs, [row.users for row in load.per_second])] if users else None
         out.append(figure(plots.timeline("Requests per second", _extend(lines), "per second",
-                                         right=_extend(right) if right else None, right_label="users")))
+                                         right=_extend(right) if right else None, right_label="users",
+                                         ymax=shared.rate)))
     if load.latency.count:
         hist = Histogram.from_dict(load.latency.model_dump())
         ms = load.latency_ms
-        out.append(figure(plots.percentiles("Request latency by percentile", [("requests", hist)]),
+        out.append(figure(plots.percentiles("Request latency by percentile", [("requests", hist)],
+                                            ymax=shared.latency_ms),
                           f"p50 {ms.p50:.1f} ms, p99 {ms.p99:.1f} ms, max {ms.max:.1f} ms over "
                           f"{load.latency.count} requests"))
     if load.cpu:

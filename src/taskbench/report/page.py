@@ -25,7 +25,7 @@ th, td { padding: 3px 8px; border-bottom: 1px solid var(--line); text-align: rig
 th { background: #f5f5f5; font-weight: 600; vertical-align: bottom; }
 table.sortable { font-size: 13px; }
 td.l, th.l { text-align: left; } td.wide { min-width: 16em; } td.name { min-width: 10em; }
-.scroll { overflow-x: auto; } td.article, th.article { color: var(--muted); }
+.scroll { overflow-x: auto; } td.nowrap { white-space: nowrap; } td.article, th.article { color: var(--muted); }
 table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th[data-dir="asc"]::after { content: " ▲"; } table.sortable th[data-dir="desc"]::after { content: " ▼"; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: .4em 0; }
@@ -33,6 +33,7 @@ dl.facts.wide { grid-template-columns: repeat(3, max-content minmax(0, 1fr)); fo
 dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 .plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 10px 18px; }
 .plots figure { margin: 0; } svg.plot { width: 100%; height: auto; display: block; }
+.overview figure { margin: 0 0 .6em; } details.defaults > summary { color: var(--muted); cursor: pointer; }
 code { font-size: .92em; background: #f3f3f3; padding: 0 3px; border-radius: 3px; }
 section.case { break-inside: avoid-page; }
 @media screen { section.case { content-visibility: auto; contain-intrinsic-size: auto 900px; } }

@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # never a GUI backend, whatever the environment says
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter
 
@@ -34,6 +35,8 @@ matplotlib.rcParams.update({
 })
 
 WIDTH, HEIGHT = 6.4, 2.8  # inches; the page scales the SVG to its column
+#: the comparison spans the page: twice a plot's width keeps its text the size of theirs
+WIDE = 12.0
 #: characters per line of a bar's label
 LABEL_WIDTH = 42
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -79,6 +82,22 @@ class Bar:
     extra: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class Rates:
+    """A case of the comparison: tasks per second accepted at the API and executed by the workers, and
+    the end-to-end p95 (ms); None where the case has no such figure."""
+
+    label: str
+    accepted: float | None
+    executed: float | None
+    e2e_p95: float | None
+
+
+def _plain() -> FuncFormatter:
+    """A log axis's ticks as numbers (100, 1,000), not powers of ten (one per axis: it is bound to it)."""
+    return FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}")
+
+
 def _svg(fig: Figure, css_class: str) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
@@ -109,7 +128,7 @@ def compact(svg: str) -> str:
                           1)
     svg = svg.replace(' transform="rotate(-0 ', ' data-r="').replace(' style=""', "")
     svg = re.sub(r' data-r="[^"]*"', "", svg)
-    svg = re.sub(r'<g id="[^"]*">', "<g>", svg)
+    svg = re.sub(r'<g id="(?!tb-)[^"]*">', "<g>", svg)  # "tb-": ids the report set (gid) to name a part
     svg = _GEOMETRY.sub(lambda m: " {}=\"{}\"".format(m[1], _DIGITS.sub(r"\1", " ".join(m[2].split()))), svg)
     svg = re.sub(r"\n\s+", "\n", svg)
     while True:  # a bare group around one element (matplotlib's artist wrappers): the element alone
@@ -124,9 +143,11 @@ def _figure(height: float = HEIGHT) -> Figure:
 
 
 def timeline(title: str, lines: list[Line], ylabel: str, *, marks: Sequence[Mark] = (),
-             right: list[Line] | None = None, right_label: str = "", bands: Sequence[Band] = ()) -> str:
+             right: list[Line] | None = None, right_label: str = "", bands: Sequence[Band] = (),
+             ymax: float | None = None) -> str:
     """Values per second over the run; ``marks`` are vertical lines (a fault and its recovery), ``bands``
-    shaded stretches (the phases of a load), each labelled at its left edge."""
+    shaded stretches (the phases of a load), each labelled at its left edge; ``ymax``: the top of the axis
+    (the same for every case of a page; None: this plot's own)."""
     fig = _figure()
     ax = fig.add_subplot()
     for band in bands:
@@ -140,7 +161,7 @@ def timeline(title: str, lines: list[Line], ylabel: str, *, marks: Sequence[Mark
     ax.set_title(title, loc="left")
     ax.set_xlabel("seconds since the load started")
     ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0, top=ymax)
     ax.set_xlim(left=0)
     for mark in marks:
         ax.axvline(mark.x, color=mark.color, linestyle=mark.style, linewidth=1.2, label=mark.label)
@@ -169,7 +190,8 @@ def _nines(q: float) -> float:
     return 1.0 / max(1e-6, 1.0 - q / 100.0)
 
 
-def percentiles(title: str, histograms: list[tuple[str, Histogram]], unit: str = "ms") -> str:
+def percentiles(title: str, histograms: list[tuple[str, Histogram]], unit: str = "ms", *,
+                ymax: float | None = None) -> str:
     """Latency by percentile (the HdrHistogram plot): where the tail bends is where the trouble is."""
     fig = _figure()
     ax = fig.add_subplot()
@@ -191,7 +213,7 @@ def percentiles(title: str, histograms: list[tuple[str, Histogram]], unit: str =
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{100.0 * (1.0 - 1.0 / x):g}%"))
     ax.xaxis.set_minor_locator(FixedLocator([]))
     ax.set_xlim(1.0, _nines(top) * 2)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0, top=ymax)
     ax.set_title(title, loc="left")
     ax.set_xlabel("percentile")
     ax.set_ylabel(unit)
@@ -200,28 +222,45 @@ def percentiles(title: str, histograms: list[tuple[str, Histogram]], unit: str =
     return _svg(fig, "plot percentiles")
 
 
-def distribution(title: str, histograms: list[tuple[str, Histogram]], unit: str = "ms", bins: int = 40) -> str:
-    """How many observations at each value, on a log axis (the HDR buckets, regrouped)."""
+def regroup(hist: Histogram, low: float, high: float, bins: int = 40) -> list[int]:
+    """The histogram's observations in ``bins`` log-spaced bins from ``low`` to ``high`` (its unit, µs);
+    those outside in the first or the last bin."""
+    counts = [0] * bins
+    for b_low, b_high, count in hist.buckets():
+        mid = max(low, min(high * 0.999, (b_low + b_high) / 2))
+        counts[min(bins - 1, int(bins * math.log(mid / low) / math.log(high / low)))] += count
+    return counts
+
+
+def span_of(histograms: Sequence[Histogram]) -> tuple[float, float]:
+    """The value range a distribution of these (non-empty) histograms covers, in their unit."""
+    low = max(1.0, min(h.min for h in histograms))
+    return low, max(low * 1.01, max(h.max for h in histograms) + 1)
+
+
+def distribution(title: str, histograms: list[tuple[str, Histogram]], unit: str = "ms", bins: int = 40, *,
+                 span: tuple[float, float] | None = None, ymax: float | None = None) -> str:
+    """How many observations at each value, on a log axis (the HDR buckets, regrouped); ``span``: the
+    value range of the axis, in the histograms' unit (µs; None: :func:`span_of` these histograms)."""
     fig = _figure()
     ax = fig.add_subplot()
     found = [h for _, h in histograms if h.count]
     if found:
-        low = max(1.0, min(h.min for h in found))
-        high = max(low * 1.01, max(h.max for h in found) + 1)
+        low, high = span or span_of(found)
         edges = [low * (high / low) ** (i / bins) for i in range(bins + 1)]
         for i, (label, hist) in enumerate(histograms):
-            counts = [0] * bins
-            for b_low, b_high, count in hist.buckets():
-                mid = max(low, min(high * 0.999, (b_low + b_high) / 2))
-                idx = min(bins - 1, int(bins * math.log(mid / low) / math.log(high / low)))
-                counts[idx] += count
-            ax.stairs(counts, [e / 1000.0 for e in edges], label=label, color=COLORS[i % len(COLORS)],
-                      fill=len(histograms) == 1, alpha=0.6 if len(histograms) == 1 else 1.0)
+            ax.stairs(regroup(hist, low, high, bins), [e / 1000.0 for e in edges], label=label,
+                      color=COLORS[i % len(COLORS)], fill=len(histograms) == 1,
+                      alpha=0.6 if len(histograms) == 1 else 1.0)
         ax.set_xscale("log")
+        ax.set_xlim(low / 1000.0, high / 1000.0)
+        ax.xaxis.set_major_formatter(_plain())
+    ax.set_ylim(bottom=0, top=ymax)
     ax.set_title(title, loc="left")
     ax.set_xlabel(unit + " (log scale)")
     ax.set_ylabel("tasks")
-    ax.legend(loc="upper right", fontsize=8)
+    if len(histograms) > 1:  # one histogram's label would only repeat the axis's (and hide its tallest bar)
+        ax.legend(loc="upper right", fontsize=8)
     return _svg(fig, "plot distribution")
 
 
@@ -259,6 +298,63 @@ def bars(title: str, items: list[Bar], ylabel: str, *, article_label: str = "art
     if with_article or any(b.low is not None for b in items):
         ax.legend(loc="lower right", fontsize=8)
     return _svg(fig, "plot bars")
+
+
+def comparison(items: list[Rates], *, log_spread: float = 10.0) -> str:
+    """The cases side by side on shared axes: per case the tasks accepted per second at the API beside those
+    the workers executed (one axis for every bar), and the end-to-end p95 (one axis; log scale once the
+    highest is ``log_spread`` times the lowest). The parts carry ids the page's tests read: ``tb-rates``
+    and ``tb-e2e`` (the two axes), ``tb-case-N-accepted``, ``-executed`` and ``-e2e`` (case N's bars)."""
+    labels = [textwrap.fill(item.label, 30) for item in items]
+    lines = sum(label.count("\n") + 1 for label in labels)
+    fig = Figure(figsize=(WIDE, 0.95 + max(0.42 * len(items), 0.17 * lines)), layout="constrained")
+    rates, e2e = fig.subplots(1, 2, sharey=True, width_ratios=(2.3, 1))
+    rates.set_gid("tb-rates")
+    e2e.set_gid("tb-e2e")
+    size = 0.4
+    top = max([v for i in items for v in (i.accepted, i.executed) if v is not None], default=1.0) or 1.0
+    kinds = (("accepted", COLORS[0], "accepted/s at the API"), ("executed", COLORS[2], "executed/s by the workers"))
+    for n, item in enumerate(items):
+        for offset, value, (key, color, label) in zip((-size / 2, size / 2), (item.accepted, item.executed), kinds,
+                                                      strict=True):
+            bar = rates.barh(n + offset, value or 0.0, height=size, color=color, label=label if n == 0 else None)
+            bar.patches[0].set_gid(f"tb-case-{n}-{key}")
+            rates.annotate("–" if value is None else f"{value:,.0f}/s", (value or 0.0, n + offset), xytext=(3, 0),
+                           textcoords="offset points", va="center", fontsize=8)
+    rates.set_yticks(range(len(items)), labels)
+    rates.invert_yaxis()
+    rates.set_xlim(0, top * 1.15)
+    rates.set_xlabel("tasks per second")
+    rates.set_title("Tasks per second", loc="left")
+    rates.grid(axis="y", visible=False)
+    # above the bars, beside the title: inside the axes it would hide the longest bar's figure
+    rates.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2, fontsize=8, borderaxespad=0.2)
+    _e2e_bars(e2e, items, log_spread)
+    return _svg(fig, "plot comparison")
+
+
+def _e2e_bars(ax: Axes, items: list[Rates], log_spread: float) -> None:
+    """The comparison's second axis: each case's end-to-end p95, log scale past a wide spread."""
+    found = [i.e2e_p95 for i in items if i.e2e_p95 is not None and i.e2e_p95 > 0]
+    low, high = min(found, default=1.0), max(found, default=1.0)
+    log = high >= log_spread * low
+    base = 10 ** math.floor(math.log10(low)) if log else 0.0
+    for n, item in enumerate(items):
+        value = item.e2e_p95
+        bar = ax.barh(n, max(0.0, (value or base) - base), left=base, height=0.5, color=COLORS[1])
+        bar.patches[0].set_gid(f"tb-case-{n}-e2e")
+        ax.annotate("–" if value is None else f"{value:,.0f} ms", (value or base, n), xytext=(3, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    if log:
+        ax.set_xscale("log")
+        ax.set_xlim(base, high * 4)
+    else:
+        ax.set_xlim(0, high * 1.3)
+    ax.xaxis.set_major_formatter(_plain())
+    ax.set_xlabel("ms" + (" (log scale)" if log else ""))
+    ax.set_title("End-to-end p95 (request → task finished)", loc="left")
+    ax.grid(axis="y", visible=False)
+    ax.tick_params(axis="y", left=False)
 
 
 def cpu(title: str, utilizations: list[float], *, threshold: float = 0.9) -> str:
