@@ -38,6 +38,14 @@ def test_run_rejects_users_out_of_the_schema_range() -> None:
     assert f"less than or equal to {high}" in _text(out.output)
 
 
+def test_run_takes_a_duration_with_its_unit_within_the_schema_range() -> None:
+    out = CLI.invoke(app, ["run", "--timeout", "11m"])
+    assert out.exit_code == 2
+    assert "Invalid value for '--timeout': must be between 100ms and 10m, got '11m'" in _text(out.output)
+    out = CLI.invoke(app, ["run", "--broker-delay", "2s"])  # an option in ms
+    assert out.exit_code == 2 and "between 0ms and 1s" in _text(out.output)
+
+
 def _text(output: str) -> str:
     """The words of a rich error panel, its borders and line breaks gone."""
     return " ".join(output.replace("│", " ").split())
@@ -54,7 +62,10 @@ def test_the_cli_bounds_and_defaults_are_the_schema(command: str) -> None:
         if not (param.cli or param.env):
             continue
         checked += 1
-        if param.bounds:
+        if param.unit:  # a duration (30s, 2m, 1h): its parser holds the bounds
+            parser = option.type_descriptor.parameter_info.parser
+            assert (parser.low, parser.high, parser.unit) == (*(param.bounds or ()), param.unit), name
+        elif param.bounds:
             assert (option.min, option.max) == param.bounds, name
         if command == "run" and name == "broker":  # unset: each backend on its own default broker
             assert option.default is None

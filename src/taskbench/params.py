@@ -46,6 +46,7 @@ class Param:
     components: tuple[str, ...] = COMPONENTS  # the processes whose environment carries it
     attr: str | None = None  # the RunConfig attribute, when not ``name``; "" if none holds it as declared
     kind_defaults: dict[str, Any] = field(default_factory=dict)  # a kind whose default differs
+    unit: str | None = None  # a duration's, s or ms: its option takes 30s, 2m, 1h (taskbench.units)
 
     @property
     def flag(self) -> str:
@@ -133,9 +134,9 @@ SCHEMA: Final[tuple[Param, ...]] = (
     Param(name="requests", type=int, bounds=(1, 10_000_000), help="requests per case (request bound)", cli=True,
           kinds=_QH),
     Param(name="duration", type=float, bounds=(0.1, 86_400), help="seconds per case (time bound)", cli=True,
-          kinds=_QH),
+          kinds=_QH, unit="s"),
     Param(name="timeout", type=float, default=30.0, bounds=(0.1, 600), help="per-request timeout, seconds",
-          cli=True, kinds=_QH),
+          cli=True, kinds=_QH, unit="s"),
     Param(name="driver_processes", type=int, default=1, bounds=(1, 64), help="load generator processes",
           cli=True, kinds=_QH),
     Param(name="warmup", type=int, default=200, bounds=(0, 100_000), help="warm-up requests per case", cli=True,
@@ -178,9 +179,9 @@ SCHEMA: Final[tuple[Param, ...]] = (
           cli=True, kinds=_Q),
     Param(name="broker_delay", type=float, bounds=(0.0, 1000.0),
           help="milliseconds added each way between the API/workers and the broker, through a delaying TCP "
-               "proxy (0: through the proxy with no delay; unset: direct)", cli=True, kinds=_Q),
+               "proxy (0: through the proxy with no delay; unset: direct)", cli=True, kinds=_Q, unit="ms"),
     Param(name="io_delay", type=float, default=0.0, bounds=(0.0, 60.0), help="simulated I/O seconds per task",
-          cli=True, kinds=_Q, env="IO_DELAY"),
+          cli=True, kinds=_Q, env="IO_DELAY", unit="s"),
     Param(name="cpu_iterations", type=int, default=200_000, bounds=(0, 100_000_000),
           help="CPU work per cpu/* task", cli=True, kinds=_Q, env="CPU_ITERATIONS"),
     Param(name="threads", type=int, default=3, bounds=(1, 1024), help="io/thread pool size (seed: 3)",
@@ -188,22 +189,22 @@ SCHEMA: Final[tuple[Param, ...]] = (
     Param(name="processes", type=int, default=3, bounds=(1, 256), help="cpu/process pool size (seed: 3)",
           env="PROCESSES"),
     Param(name="drain_timeout", type=float, default=120.0, bounds=(1, 3600),
-          help="seconds to wait for tasks after the load", cli=True, kinds=_Q),
+          help="seconds to wait for tasks after the load", cli=True, kinds=_Q, unit="s"),
     Param(name="drain_stall", type=float, default=60.0, bounds=(5, 3600),
           help="seconds without a single execution after which the drain stops waiting and counts the rest "
                "lost (never less than twice the task timeout + 10 s, when a dead worker's tasks come back)",
-          cli=True, kinds=_Q),
+          cli=True, kinds=_Q, unit="s"),
     Param(name="scrape_api", type=float, default=0.0, bounds=(0, 3600),
           help="read the API's /metrics every this many seconds through the load and the drain, as a Prometheus "
                "beside it would (a scrape fails after 10 s, Prometheus's default timeout, and is late past the "
                "interval); the result keeps each scrape, the failed and late ones, and the API's request count "
                "beside the driver's answers (0: off)",
-          cli=True, kinds=_Q),
+          cli=True, kinds=_Q, unit="s"),
     Param(name="shutdown_timeout", type=float, default=10.0, bounds=(0.0, 600.0),
           help="seconds a process may take to stop", env="SHUTDOWN_TIMEOUT", attr="stop_timeout"),
     Param(name="task_timeout", type=float, default=60.0, bounds=(1, 86_400),
           help="longest a task may run; also when a dead worker's task is retried", cli=True, kinds=_Q,
-          env="TASK_TIMEOUT"),
+          env="TASK_TIMEOUT", unit="s"),
     # -- a library's own settings: one typed model in its backend package (taskbench.backends.options) --
     Param(name="options", type=dict,
           help="the libraries' settings, a table per library ([options.saq] retries = 3); each is checked by the "
@@ -219,7 +220,7 @@ SCHEMA: Final[tuple[Param, ...]] = (
           cli=True, kinds=_Q),
     Param(name="enqueue_timeout", type=float, default=5.0, bounds=(0.1, 600.0),
           help="seconds the API waits for the broker to take a task; past it the answer is 503, outcome unknown",
-          cli=True, kinds=_Q, env="ENQUEUE_TIMEOUT", components=("api",)),
+          cli=True, kinds=_Q, env="ENQUEUE_TIMEOUT", components=("api",), unit="s"),
     Param(name="idempotency", type=bool, default=True,
           help="task_id is an idempotency key: a known id gets 409, never a second run (off: to measure its cost)",
           cli=True, kinds=_Q, env="IDEMPOTENCY"),
@@ -264,7 +265,7 @@ SCHEMA: Final[tuple[Param, ...]] = (
     Param(name="label", type=str, help=_LABEL, kinds=KINDS),
     Param(name="repeat", type=int, default=1, bounds=(1, 20), help=_REPEAT, kinds=KINDS),
     # -- `run --scenario` only: a [profile.NAME] table of the file overrides every case --
-    Param(name="profile", type=str, help="with --scenario: apply the file's [profile.NAME], e.g. article",
+    Param(name="profile", type=str, help="with --scenario: apply the file's \\[profile.NAME], e.g. article",
           cli=True, attr=""),
 )
 
@@ -317,7 +318,11 @@ def option(name: str, *decls: str, **overrides: Any) -> Any:
     if param.choices:
         text = f"{text}: {' | '.join(param.choices)}"
     settings: dict[str, Any] = {"help": text}
-    if param.bounds and param.type is not bool:
+    if param.unit and param.bounds:  # a duration: 30s, 2m, 1h or a number of its unit
+        from taskbench.units import Duration
+
+        settings.update(Duration(*param.bounds, param.unit).settings())
+    elif param.bounds and param.type is not bool:
         settings["min"], settings["max"] = param.bounds
     settings.update(overrides)
     return typer.Option(*decls, **settings)

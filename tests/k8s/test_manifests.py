@@ -21,7 +21,7 @@ ACCEPTANCE = ["deploy", "k8s", "--backend", "arq", "--workers", "4", "--drivers"
 
 def _render(cli: Callable[..., Result], tmp_path: Path, *args: str) -> tuple[Path, list[dict[str, Any]]]:
     path = tmp_path / "run.yaml"
-    done = cli(*args, "--output", str(path))
+    done = cli(*args, "--out-file", str(path))
     assert done.exit_code == 0, done.output
     return path, list(yaml.safe_load_all(path.read_text()))
 
@@ -128,9 +128,9 @@ def test_your_own_redis_servers_replace_the_in_cluster_ones(cli: Callable[..., R
 
 def test_bad_options_are_one_line(cli: Callable[..., Result], tmp_path: Path) -> None:
     out = str(tmp_path / "x.yaml")
-    assert_one_line_error(cli(*ACCEPTANCE, "--namespace", "default", "-o", out), "a namespace of its own")
-    assert_one_line_error(cli(*ACCEPTANCE, "--namespace", "Bad_Name", "-o", out), "a Kubernetes name")
-    assert_one_line_error(cli("deploy", "k8s", "--backend", "nope", "-o", out), "nope")
-    assert_one_line_error(cli("deploy", "k8s", "--broker", "rabbitmq", "--backend", "celery", "-o", out),
+    assert_one_line_error(cli(*ACCEPTANCE, "--namespace", "default", "--out-file", out), "a namespace of its own")
+    assert_one_line_error(cli(*ACCEPTANCE, "--namespace", "Bad_Name", "--out-file", out), "a Kubernetes name")
+    assert_one_line_error(cli("deploy", "k8s", "--backend", "nope", "--out-file", out), "nope")
+    assert_one_line_error(cli("deploy", "k8s", "--broker", "rabbitmq", "--backend", "celery", "--out-file", out),
                           "give --broker-url")
-    assert_one_line_error(cli("deploy", "k8s", "--drivers", "5", "--users", "2", "-o", out), "cannot be split")
+    assert_one_line_error(cli("deploy", "k8s", "--drivers", "5", "--users", "2", "--out-file", out), "cannot be split")

@@ -75,7 +75,7 @@ def test_the_command_exits_1_naming_the_regressed_metrics(tmp_path: Path) -> Non
 
     same = cli(str(a), str(a))
     assert same.returncode == 0, same.stderr
-    worse = cli(str(a), str(b), "--threshold", "5%", "--format", "html", "--output", str(tmp_path / "c.html"))
+    worse = cli(str(a), str(b), "--threshold", "5%", "--format", "html", "--out-file", str(tmp_path / "c.html"))
     assert worse.returncode == 1
     assert "regressed:" in worse.stderr and "median latency" in worse.stderr
     assert (tmp_path / "c.html").read_text().count("<svg") == 3

@@ -10,32 +10,12 @@ import typer
 
 from taskbench.cli._common import fail
 from taskbench.cli.report import write_or_fail
+from taskbench.units import Percent
 
 if TYPE_CHECKING:
     from taskbench.report.compare import Comparison
     from taskbench.report.objectives import Objective
     from taskbench.results import Result
-
-
-def parse_threshold(text: str) -> float:
-    """``5%`` -> 0.05: a percentage, always with its sign.
-
-    A bare number was read two ways (``0.99`` as 99 %, ``1`` as 1 %), and ``nan`` or ``inf`` switched
-    the gate off (no change is beyond either); so only ``N%`` with 0 <= N < 100 is taken (100 % or more
-    could never call an RPS drop worse).
-    """
-    import math
-
-    value = text.strip()
-    if not value.endswith("%"):
-        fail(f"--threshold takes a percentage with its sign, like 5% or 0.5%, not {text!r}")
-    try:
-        number = float(value[:-1])
-    except ValueError:
-        fail(f"--threshold takes a percentage like 5%, not {text!r}")
-    if not math.isfinite(number) or not 0 <= number < 100:
-        fail(f"--threshold must be a percentage from 0% to below 100%, not {text!r}")
-    return number / 100.0
 
 
 def check_alpha(value: float) -> float:
@@ -92,12 +72,14 @@ def compare(
         help="result.json files; the first is the baseline (one alone: only its --fail-if objectives)")],
     fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help=_objective_help())] = None,
     metrics: Annotated[str | None, typer.Option(help=_metric_help())] = None,
-    threshold: Annotated[str, typer.Option(
-        help="smallest change that counts, a percentage with its sign: 5% (and beyond the noise)")] = "5%",
+    threshold: Annotated[float, typer.Option(
+        help="smallest change that counts, in percent: 5 or 5% (and beyond the noise); nan, inf and 100% or "
+             "more would switch the gate off and are refused", **Percent(0, 100, below=True).settings())] = 5.0,
     alpha: Annotated[float, typer.Option(help="significance level of the Mann–Whitney U test (1e-06 to 0.5)",
                                          callback=check_alpha)] = 0.05,
     format: Annotated[str, typer.Option("--format", help="table | html | json (the verdict, on stdout)")] = "table",
-    output: Annotated[Path | None, typer.Option(help="html: the file to write (default compare.html)")] = None,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out-file", help="html: the file to write (default compare.html)")] = None,
 ) -> None:
     """Compare runs case by case: every metric's change, and whether it is beyond the noise.
 
@@ -116,7 +98,7 @@ def compare(
         fail("give at least two result files, the baseline first (or one with --fail-if)")
     if len(results) < 2 and (format == "html" or gating is not None):
         fail(f"{'--format html' if format == 'html' else '--metrics'} compares: give the baseline's result too")
-    limit = parse_threshold(threshold)
+    limit = threshold / 100
     try:
         loaded = [load(path) for path in results]
     except ResultFormatError as exc:
@@ -127,7 +109,7 @@ def compare(
                    for other, label in zip(loaded[1:], labels[1:], strict=True)]
     if comparisons and not any(cmp.cases for cmp in comparisons):
         fail("no case of the results has the same parameters: nothing to compare")
-    _verdict(loaded, labels, comparisons, objectives, format=format, output=output, threshold=limit, alpha=alpha)
+    _verdict(loaded, labels, comparisons, objectives, format=format, output=out_file, threshold=limit, alpha=alpha)
 
 
 def _verdict(loaded: list[Result], labels: list[str], comparisons: list[Comparison], objectives: list[Objective],

@@ -22,6 +22,7 @@ from taskbench.cli._common import (
     settings,
 )
 from taskbench.procgroup import dump_stacks_on_signal
+from taskbench.units import Duration
 
 
 def backends() -> None:
@@ -47,7 +48,8 @@ def serve(
     backend: Backend = None,
     host: Annotated[str, typer.Option(help="bind address; loopback unless you mean it")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
-    workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes")] = 1,
+    api_processes: Annotated[int, typer.Option(
+        min=1, max=64, help="the API's processes (uvicorn's workers; --workers is a backend's worker processes)")] = 1,
     redis_url: RedisUrl = None,
     run_id: RunId = None,
     enqueue_mode: Annotated[str | None, params.option("enqueue_mode")] = None,
@@ -61,7 +63,7 @@ def serve(
     found = settings()
     from taskbench.metrics import prepare_component
 
-    if workers > 1:  # each scrape must add up every uvicorn worker: prometheus_client's multiprocess mode
+    if api_processes > 1:  # each scrape must add up every uvicorn worker: prometheus_client's multiprocess mode
         prepare_component(f"api-{os.getpid()}")  # shared by the uvicorn workers, before they import anything
     # one worker keeps its metrics in memory: the mmap-backed values of multiprocess mode cost the API
     # about 25 µs a request (docs/benchmarks.md)
@@ -84,7 +86,7 @@ def serve(
         factory=True,
         host=host,
         port=port,
-        workers=workers,
+        workers=api_processes,
         loop="uvloop",
         http=BoundedHttpProtocol,  # httptools, with bounds on what a client can hold (service/server.py)
         ws="none",  # no WebSocket route: an upgrade never leaves the bounded protocol (were a library there)
@@ -183,7 +185,7 @@ def dashboard(
 
 def drain_case(
     tasks: Annotated[int, typer.Option(min=1)] = 20_000,
-    seconds: Annotated[float, typer.Option(min=1, max=86_400)] = 60.0,
+    seconds: Annotated[float, typer.Option(**Duration(1, 86_400).settings())] = 60.0,
     log_dir: Annotated[Path, typer.Option()] = Path("."),
     workload: Annotated[str, typer.Option()] = "io/simple",
     worker_cpus: Annotated[str, typer.Option(help="comma-separated cores for the worker process; empty: any")] = "",

@@ -55,9 +55,9 @@ def k8s(
     driver_cpus: Cpus = None,
     drain_timeout: Annotated[float, params.option("drain_timeout")] = params.default("drain_timeout"),
     run_id: Annotated[str | None, typer.Option(help="the run's id (default: k8s-<random>)")] = None,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="the YAML file (default: taskbench-<run id>.yaml here; mode 0600: it holds the "
-                               "Secret)")] = None,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out-file", help="the YAML file (default: taskbench-<run id>.yaml here; mode 0600: it holds the "
+                           "Secret)")] = None,
 ) -> None:
     """Write the manifests of one run: Secret, ConfigMap, Redis StatefulSets (or your URLs), the API and the
     workers, the drivers as an Indexed Job, the collector Job."""
@@ -82,7 +82,7 @@ def k8s(
     except ValueError as exc:
         fail(str(exc))
     text = dump_all(manifests(cluster))
-    path = output or Path(f"taskbench-{cluster.run_id}.yaml")
+    path = out_file or Path(f"taskbench-{cluster.run_id}.yaml")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:

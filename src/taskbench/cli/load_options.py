@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from taskbench.units import Duration, Percent
+
 if TYPE_CHECKING:
     from taskbench.harness.load.phases import Phase
     from taskbench.harness.load.search import Objective
 
 Phases = Annotated[str | None, typer.Option(
-    help="the load as phases of the open model, KIND:DURATION[@RATE] separated by commas, e.g. "
+    help="the load as phases of the open model, KIND:DURATION\\[@RATE] separated by commas, e.g. "
          "'warmup:10s@500,steady:30s@1000,burst:10s@x1.5,pause-workers:10s,recovery:30s'; kinds: warmup (in no "
          "figure), steady, burst (@xM: M times the steady rate), pause-workers (SIGSTOP every worker), "
          "stall-broker, recovery; without @RATE the steady rate; a row of figures per phase")]
@@ -20,11 +22,14 @@ FindMaxRate = Annotated[bool, typer.Option(
     help="search each backend's highest sustainable rate: a ramp of open-model steps, then a bisection, against "
          "the objective (--max-e2e-p95, --max-backlog-growth); the steps and the rate with its confidence")]
 MaxE2eP95 = Annotated[float, typer.Option(
-    help="with --find-max-rate: the end-to-end p95 a sustainable rate keeps, ms")]
+    help="with --find-max-rate: the end-to-end p95 a sustainable rate keeps, ms",
+    **Duration(0, 3_600_000, "ms").settings())]
 MaxBacklogGrowth = Annotated[float, typer.Option(
-    help="with --find-max-rate: the backlog may grow by at most this % of the offered rate per second")]
+    help="with --find-max-rate: the backlog may grow by at most this % of the offered rate per second",
+    **Percent(0, 100, above=True).settings())]
 StepDuration = Annotated[float, typer.Option(
-    help="with --find-max-rate: seconds each step offers its rate (its first 3 s settle, the rest is fitted)")]
+    help="with --find-max-rate: seconds each step offers its rate (its first 3 s settle, the rest is fitted)",
+    **Duration(3, 600).settings())]
 StartRate = Annotated[float, typer.Option(help="with --find-max-rate: the ramp's first rate, requests per second")]
 
 

@@ -17,6 +17,7 @@ from taskbench.cli._common import (
     show_progress,
     writable_folder,
 )
+from taskbench.units import Duration
 
 
 def ceiling(
@@ -55,9 +56,9 @@ def drain(
     backends: Annotated[str, typer.Option(help="comma-separated backends, or 'all'")] = "arq",
     tasks: Annotated[int, typer.Option(min=1, max=1_000_000, help="tasks per round")] = 5_000,
     round_seconds: Annotated[float, typer.Option(
-        min=5, max=3_600,
         help="the longest a round drains: it ends when its tasks ran or then, its rate taken over what ran "
-             "(a backend that runs a few tasks a second still gets a figure)")] = 60.0,
+             "(a backend that runs a few tasks a second still gets a figure)", **Duration(5, 3_600).settings())
+    ] = 60.0,
     concurrency: Annotated[int, params.option("concurrency", help="tasks at once in the worker")] = (
         params.default("concurrency")),
     ledger: Annotated[str, typer.Option(help="on | off | both (both measures the ledger's cost)")] = "both",
@@ -188,8 +189,9 @@ def overhead(
     users: Annotated[int, params.option("users")] = params.default("users"),
     requests: Annotated[int, typer.Option(min=100, max=1_000_000, help="requests per server and round (together: "
                                                                       "for the first of a pair)")] = 5_000,
-    duration: Annotated[float, typer.Option(min=1, max=600, help="most seconds per server and round")] = 30,
-    rounds: Annotated[int, typer.Option(min=1, max=20, help="rounds; the servers' order changes each round")] = 3,
+    duration: Annotated[float, typer.Option(help="most seconds per server and round",
+                                            **Duration(1, 600).settings())] = 30.0,
+    repeat: Annotated[int, typer.Option(min=1, max=20, help="rounds; the servers' order changes each round")] = 3,
     warmup: Annotated[int, typer.Option(min=0, max=100_000, help="warm-up requests per server start")] = 500,
     method: Annotated[str, typer.Option(
         "--method", help="together: a round's three servers side by side on the API's cores, loaded two at a time "
@@ -235,7 +237,7 @@ def overhead(
     interrupt_on_signals()
     try:
         config = OverheadConfig(
-            backends=backend_names(backends), rounds=rounds, warmup=warmup, redis_url=redis_url,
+            backends=backend_names(backends), rounds=repeat, warmup=warmup, redis_url=redis_url,
             load=LoadSpec(users=users, requests=requests, duration=duration), placement=Placement.parse(pin),
             output=output, api_env=api_env, floor_gc_freeze=floor_gc_freeze, method=method)
         result, path = run_overhead(config, say=lambda t: console.print(f"[dim]{escape(t)}[/]"))

@@ -8,22 +8,24 @@ from typing import Annotated
 import typer
 
 from taskbench.cli._common import INTERRUPTED, fail, interrupt_on_signals, os_error, show_progress, writable_folder
+from taskbench.units import Duration
 
 
 def parity(
     sources: Annotated[str, typer.Option(
         help="published benchmarks, comma-separated: streaq, saq, python_queue_benchmark, or all")] = "all",
-    libraries: Annotated[str, typer.Option(
-        help="only these libraries of them, comma-separated (`taskbench parity --help` lists the benchmarks; "
-             "each library's package declares its runs), or all")] = "all",
-    rounds: Annotated[int, typer.Option(
+    backends: Annotated[str, typer.Option(
+        help="only these backends of them, comma-separated (`taskbench parity --help` lists the benchmarks; "
+             "each backend's package declares its runs), or all")] = "all",
+    repeat: Annotated[int, typer.Option(
         min=1, max=20, help="interleaved rounds (script, drain off, drain on; then backwards); medians")] = 3,
     tasks: Annotated[int | None, typer.Option(
         min=10, max=1_000_000, help="tasks per run instead of each benchmark's published count")] = None,
     ledger: Annotated[str, typer.Option(
         help="the drain's ledger: off | on | both, or none: the library's script alone, no drain beside it (a "
              "published benchmark at its published scale)")] = "both",
-    timeout: Annotated[float, typer.Option(min=10, max=7200, help="seconds a script's drain may take")] = 600.0,
+    script_timeout: Annotated[float, typer.Option(
+        help="seconds a library's script may take to drain its tasks", **Duration(10, 7200).settings())] = 600.0,
     pin: Annotated[str, typer.Option(
         help="core placement: auto (the worker or script alone on one core, Redis on the others), off, or "
              "roles as for `run` (workers, redis, driver)")] = "auto",
@@ -61,10 +63,10 @@ def parity(
     except ValueError as exc:
         fail(str(exc))
     known = {shape.library for s in chosen for shape in s.shapes}
-    wanted = None if libraries == "all" else [n.strip() for n in libraries.split(",") if n.strip()]
+    wanted = None if backends == "all" else [n.strip() for n in backends.split(",") if n.strip()]
     unknown = sorted(set(wanted or ()) - known)
     if unknown:
-        fail(f"--libraries: {', '.join(unknown)} in none of the sources chosen; they have {', '.join(sorted(known))}")
+        fail(f"--backends: {', '.join(unknown)} in none of the sources chosen; they have {', '.join(sorted(known))}")
     from taskbench.harness import HarnessError
     from taskbench.harness.commands.parity import run_parity
 
@@ -73,8 +75,8 @@ def parity(
     writable_folder(output)
     interrupt_on_signals()
     try:
-        result = run_parity(chosen, rounds=rounds, output=output, libraries=wanted, tasks=tasks, ledger=modes,
-                            timeout=timeout, pin=pin, versions_set=versions,
+        result = run_parity(chosen, rounds=repeat, output=output, libraries=wanted, tasks=tasks, ledger=modes,
+                            timeout=script_timeout, pin=pin, versions_set=versions,
                             say=lambda t: console.print(f"[dim]{escape(t)}[/]"))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))

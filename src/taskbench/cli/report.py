@@ -19,14 +19,17 @@ def report(
     result: Annotated[Path | None, typer.Argument(help="a result.json written by `taskbench run`")] = None,
     format: Annotated[str, typer.Option(
         "--format", help="table | json | markdown (scenarios) | html (one self-contained page)")] = "table",
-    output: Annotated[Path | None, typer.Option(
-        help="html: the file to write (default: report.html beside the result); --index: the results folder")] = None,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out-file", help="html: the file to write (default: report.html beside the result)")] = None,
+    output: Annotated[Path | None, typer.Option(help="--index: the results folder (default results/)")] = None,
     index: Annotated[bool, typer.Option(
         "--index", help="rebuild index.html of every result under the results folder (default results/)")] = False,
 ) -> None:
     """Render a result file (of `run`, or of `run --scenario`; older schemas are read too)."""
     from taskbench.results import ResultFormatError, load
 
+    if output is not None and not index:
+        fail("--output is the results folder of --index; the page of --format html is --out-file")
     if index:
         from taskbench.report.index import write_index
 
@@ -51,7 +54,7 @@ def report(
     if format == "html":
         from taskbench.report.html import render as render_html
 
-        target = output or result.with_name("report.html")
+        target = out_file or result.with_name("report.html")
         write_or_fail(target, render_html(data))
         typer.echo(str(target))
         return

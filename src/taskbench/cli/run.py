@@ -37,9 +37,11 @@ def run(**given: Any) -> None:
     if a.target is not None:
         _run_target(a)
         return
-    if any((a.library, a.worker_cmd, a.api_cmd, a.worker_pid is not None, a.allow_fault_on_target,
-            not a.id_header)):
-        fail("--library, --worker-cmd, --api-cmd, --worker-pid, --allow-fault-on-target and --no-id-header apply to "
+    if a.backend is not None:
+        fail("--backend names the backend of your own service, with --target URL; the backends to benchmark are "
+             "--backends (-b)")
+    if any((a.worker_cmd, a.api_cmd, a.worker_pid is not None, a.allow_fault_on_target, not a.id_header)):
+        fail("--worker-cmd, --api-cmd, --worker-pid, --allow-fault-on-target and --no-id-header apply to "
              "--target: give --target URL as well")
     if a.scenario is not None:
         run_scenario(a.scenario, a.cases, a.output, a.redis_url, a.profile)
@@ -79,7 +81,7 @@ def _run_target(a: SimpleNamespace) -> None:
     from taskbench.cli.target import run_target
 
     run_target(a.target, load=_load(a), redis_url=a.redis_url, payload=a.payload, id_header=a.id_header,
-               library=a.library, enqueue_mode=a.enqueue_mode, worker_cmd=a.worker_cmd, worker_pid=a.worker_pid,
+               backend=a.backend, enqueue_mode=a.enqueue_mode, worker_cmd=a.worker_cmd, worker_pid=a.worker_pid,
                api_cmd=a.api_cmd, fault=a.fault, broker_url=a.broker_url,
                allow_fault_on_target=a.allow_fault_on_target, output=a.output, drain_timeout=_drain_timeout(a),
                drain_stall=a.drain_stall, first_execution=a.first_execution, keep=a.keep, options=a.option or [])
@@ -98,7 +100,7 @@ def _config(a: SimpleNamespace) -> RunConfig:
         if delay is not None:  # --fault delay-broker=Xms is --broker-delay X: the delay lasts the whole case
             fault, broker_delay = None, delay
         options, soak_spec = soak_options.soak_load(
-            a.soak, _load(a), fraction=a.soak_fraction, memory_bound=a.soak_memory_bound,
+            a.soak, _load(a), share=a.soak_share, memory_bound=a.soak_memory_bound,
             latency_bound=a.soak_latency_bound)
         load_phases, rate_search = load_options.load_modes(
             a.phases, a.find_max_rate, {"model": a.model, "rate": a.rate, "requests": a.requests,

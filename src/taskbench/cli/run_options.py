@@ -16,6 +16,7 @@ import typer
 from taskbench import params
 from taskbench.cli import load_options
 from taskbench.cli import soak as soak_options
+from taskbench.units import Duration
 
 __all__ = ["PANELS", "SIGNATURE"]
 
@@ -106,7 +107,7 @@ _OPTIONS: tuple[inspect.Parameter, ...] = (
     _typed("step_duration", load_options.StepDuration, 10.0, LOAD),
     _typed("start_rate", load_options.StartRate, 100.0, LOAD),
     _schema("drain_timeout", LOAD, default=None, help=(
-        f"{params.get('drain_timeout').help} [default: {params.default('drain_timeout'):g}, or longer while the "
+        f"{params.get('drain_timeout').help} \\[default: {params.default('drain_timeout'):g}s, or longer while the "
         "backlog left at the load's end needs it at the pace the workers kept during the load: 1.5 x that + 30 s, "
         "and on while tasks still run at the drain's own pace, within an hour; a value given here is kept]")),
     _schema("drain_stall", LOAD),
@@ -124,9 +125,9 @@ _OPTIONS: tuple[inspect.Parameter, ...] = (
               "POST with the task reference (docs/your-task.md)"),
     _own("id_header", bool, True, TARGET,
          help="send the task reference in the X-Taskbench-Task header (else only where --payload says {task_id})"),
-    _own("library", str | None, None, TARGET,
-         help="the queue library your service uses (a name of `taskbench backends`): its promise judges lost "
-              "and duplicated tasks"),
+    _own("backend", str | None, None, TARGET,
+         help="your service's backend name: the queue library it uses (a name of `taskbench backends`), whose "
+              "promise judges lost and duplicated tasks"),
     _own("worker_cmd", str | None, None, TARGET,
          help="your worker's command; taskbench starts it (in its own process group), kill-worker/pause-worker "
               "act on it"),
@@ -136,7 +137,7 @@ _OPTIONS: tuple[inspect.Parameter, ...] = (
          help="your running worker's pid, for --fault kill-worker (once, not restarted)"),
     _own("allow_fault_on_target", bool, False, TARGET,
          help="let --fault stall-broker/restart-broker act on the Redis of --broker-url"),
-    _own("first_execution", float, 10.0, TARGET,
+    _own("first_execution", float, 10.0, TARGET, **Duration(0, 600).settings(),
          help="stop the load when no execution reached the ledger within this many seconds"),
     _own("scenario", str | None, None, SCENARIO, "--scenario", "-s",
          help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options"),
@@ -144,13 +145,13 @@ _OPTIONS: tuple[inspect.Parameter, ...] = (
          help="with --scenario: only these cases: numbers, ranges or label words, e.g. 0,3,7-13,restart-broker"),
     _schema("profile", SCENARIO),
     _typed("soak", soak_options.Soak, None, SOAK),
-    _typed("soak_fraction", soak_options.SoakFraction, 0.5, SOAK),
+    _typed("soak_share", soak_options.SoakShare, 50.0, SOAK),
     _typed("soak_memory_bound", soak_options.SoakMemoryBound, 20.0, SOAK),
-    _typed("soak_latency_bound", soak_options.SoakLatencyBound, 0.5, SOAK),
+    _typed("soak_latency_bound", soak_options.SoakLatencyBound, 50.0, SOAK),
     _own("nodes", int | None, None, CLUSTER, min=1, max=64,
          help="run one backend's API, each worker, Redis and NODES load drivers each in its own network "
               "namespace (root; docs/scale-out.md), the load split and merged"),
-    _own("node_delay", float, 0.0, CLUSTER, min=0, max=1000,
+    _own("node_delay", float, 0.0, CLUSTER, **Duration(0, 1000, "ms").settings(),
          help="with --nodes: milliseconds of netem delay on each node's interface"),
     _own("output", Path, Path("results"), OUTPUT, help="folder for results and logs"),
     _own("keep", bool, False, OUTPUT, help="keep the run's Redis keys"),

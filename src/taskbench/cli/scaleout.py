@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import typer
 
 from taskbench import params
+from taskbench.units import Duration
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,7 +41,8 @@ def drive(
     driver_processes: Annotated[int, params.option("driver_processes")] = params.default("driver_processes"),
     timeout: Annotated[float, params.option("timeout")] = params.default("timeout"),
     barrier_timeout: Annotated[float, typer.Option(
-        min=1, max=3600, help="seconds to wait for the API, the workers and every other driver")] = 300.0,
+        help="seconds to wait for the API, the workers and every other driver", **Duration(1, 3600).settings())
+    ] = 300.0,
     wait_workers: Annotated[int, typer.Option(
         min=0, max=10_000, help="first wait until the API answers /health and this many workers registered")] = 0,
     redis_url: RedisUrl = None,
@@ -109,8 +111,8 @@ def collector(
     drivers: Annotated[int, typer.Option(min=1, max=1000, help="how many drivers to wait for")],
     workers: Annotated[int, params.option("workers")] = params.default("workers"),
     workload: Annotated[str, params.option("workload")] = params.default("workload"),
-    wait: Annotated[float, typer.Option(min=1, max=86_400, help="seconds to wait for every driver's result")
-                    ] = 3900.0,
+    wait: Annotated[float, typer.Option(help="seconds to wait for every driver's result",
+                                        **Duration(1, 86_400).settings())] = 3900.0,
     drain_timeout: Annotated[float, params.option("drain_timeout")] = params.default("drain_timeout"),
     drain_stall: Annotated[float, params.option("drain_stall")] = params.default("drain_stall"),
     redis_url: RedisUrl = None,

@@ -9,7 +9,7 @@ from taskbench.cli._common import fail
 
 
 def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payload: str | None, id_header: bool,
-               library: str | None, enqueue_mode: str, worker_cmd: str | None, worker_pid: int | None,
+               backend: str | None, enqueue_mode: str, worker_cmd: str | None, worker_pid: int | None,
                api_cmd: str | None, fault: str | None, broker_url: str | None, allow_fault_on_target: bool,
                output: Path,
                drain_timeout: float, drain_stall: float, first_execution: float, keep: bool,
@@ -41,9 +41,9 @@ def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payl
             from taskbench.payload import read
 
             template = read(payload)
-        settings = _promise_settings(library, options)
+        settings = _promise_settings(backend, options)
         config = TargetConfig(url=target, load=load_spec(load), ledger_url=redis_url or DEFAULT_LEDGER_URL,
-                              payload=template, id_header=id_header, library=library, enqueue_mode=enqueue_mode,
+                              payload=template, id_header=id_header, library=backend, enqueue_mode=enqueue_mode,
                               worker_cmd=worker_cmd, worker_pid=worker_pid, api_cmd=api_cmd, fault=on_target,
                               broker_url=broker_url, output=output,
                               drain_timeout=drain_timeout, drain_stall=drain_stall,
@@ -54,20 +54,20 @@ def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payl
     _finish(runner, console, render, output)
 
 
-def _promise_settings(library: str | None, given: list[str]) -> dict[str, Any]:
-    """The values of ``--option`` that change the promise of ``library`` (the service's queue library);
+def _promise_settings(backend: str | None, given: list[str]) -> dict[str, Any]:
+    """The values of ``--option`` that change the promise of ``backend`` (the service's queue library);
     an option for another library is a mistake, said in one line."""
     from taskbench import backends
     from taskbench.backends import options as library_options
 
     parsed = library_options.parse(given)
-    if library is None:
+    if backend is None:
         if parsed:
-            raise ValueError("--option with --target: give --library too, the queue library your service uses")
+            raise ValueError("--option with --target: give --backend too, the backend your service uses")
         return {}
-    meta = backends.info(library)
+    meta = backends.info(backend)
     others = sorted(set(parsed) - {meta.extra})
     if others:
-        raise ValueError(f"--option {others[0]}.*: your service's library is {meta.extra} (--library {library})")
+        raise ValueError(f"--option {others[0]}.*: your service's library is {meta.extra} (--backend {backend})")
     values = library_options.validate(meta.extra, meta.options, parsed.get(meta.extra, {}))
     return {name: getattr(values, name) for name in meta.promise_settings}

@@ -66,7 +66,7 @@ def test_pairs_alternate_which_pair_goes_first_and_who_connects_first() -> None:
 
 
 def test_overhead_loads_two_servers_at_a_time_over_the_same_seconds(redis_url: str, tmp_path: Path) -> None:
-    printed, case = _overhead(redis_url, tmp_path, "--rounds", "3")
+    printed, case = _overhead(redis_url, tmp_path, "--repeat", "3")
     assert case.method == printed["method"] == "together"
     expected = {("floor", "taskbench"), ("taskbench", "floor"), ("ceiling", "floor"), ("floor", "ceiling")}
     for round_ in range(3):
@@ -101,7 +101,7 @@ def test_overhead_loads_two_servers_at_a_time_over_the_same_seconds(redis_url: s
 
 
 def test_overhead_sequential_loads_one_server_after_another(redis_url: str, tmp_path: Path) -> None:
-    printed, case = _overhead(redis_url, tmp_path, "--rounds", "1", "--method", "sequential")
+    printed, case = _overhead(redis_url, tmp_path, "--repeat", "1", "--method", "sequential")
     assert case.method == printed["method"] == "sequential" and not case.ratio_rounds
     assert [r.server for r in case.rounds] == order(0) and not any(r.beside for r in case.rounds)
     assert all(r.load.ok == 300 for r in case.rounds), "every server answered every request with a 2xx"

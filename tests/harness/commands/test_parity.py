@@ -155,10 +155,10 @@ def test_a_wrong_source_or_library_is_one_line() -> None:
                            timeout=60, check=False)
     assert shown.returncode == 0 and "Usage" in shown.stdout and "Traceback" not in shown.stdout + shown.stderr
     for args, expected in ((["--sources", "nope"], "unknown published benchmark 'nope'"),
-                           (["--sources", "saq", "--libraries", "huey"], "--libraries: huey in none of the sources"),
+                           (["--sources", "saq", "--backends", "huey"], "--backends: huey in none of the sources"),
                            (["--ledger", "maybe"], "--ledger must be off, on, both or none"),
                            (["--sources", "saq", "--versions", "nope"], "no pinned environment 'nope'"),
-                           (["--sources", "saq", "--libraries", "rq", "--versions", "article-000"],
+                           (["--sources", "saq", "--backends", "rq", "--versions", "article-000"],
                             "the pinned environment 'article-000' holds arq, saq")):
         done = subprocess.run([sys.executable, "-m", "taskbench", "parity", *args], capture_output=True, text=True,
                               timeout=60, check=False)

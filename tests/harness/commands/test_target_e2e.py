@@ -75,7 +75,7 @@ def test_the_example_keeps_arqs_promise_when_its_worker_is_killed_mid_load(
     port, env = service
     code, output, result = _run([
         "--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
-        "--redis-url", broker_redis_url, "--library", "arq",
+        "--redis-url", broker_redis_url, "--backend", "arq",
         "--worker-cmd", _user_cmd(env, f"{arq_bin}/arq worker.WorkerSettings"),
         "--fault", "kill-worker@3", "--duration", "6", "--rate", str(RATE), "--users", "10"], tmp_path / "results")
     assert result is not None, output
@@ -95,7 +95,7 @@ def test_the_after_response_variant_loses_answered_tasks_when_its_api_dies(
     port, env = free_port(), _env(broker_redis_url)
     code, output, result = _run([
         "--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
-        "--redis-url", broker_redis_url, "--library", "arq",
+        "--redis-url", broker_redis_url, "--backend", "arq",
         "--worker-cmd", _user_cmd(env, f"{arq_bin}/arq worker.WorkerSettings"),
         "--api-cmd", _user_cmd(env, f"{arq_bin}/uvicorn app_after_response:app --host 127.0.0.1 --port {port} "
                                     "--log-level warning"),
@@ -159,7 +159,7 @@ def test_a_worker_given_by_pid_is_killed_and_the_other_keeps_arqs_promise(
         wait_until(lambda: psutil.Process(doomed.pid).name() != "sh", 10, what="sh exec'ing the worker")
         code, output, result = _run([
             "--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
-            "--redis-url", broker_redis_url, "--library", "arq", "--worker-pid", str(doomed.pid),
+            "--redis-url", broker_redis_url, "--backend", "arq", "--worker-pid", str(doomed.pid),
             # twice the rate: above what both workers run, so the doomed one holds max_jobs at the kill
             "--fault", "kill-worker@3", "--duration", "6", "--rate", str(2 * RATE), "--users", "10"],
             tmp_path / "results")
@@ -183,7 +183,7 @@ def test_a_stall_of_the_users_redis_is_injected_only_when_allowed_and_audited(
 
     port, env = service
     args = ["--target", f"http://127.0.0.1:{port}/orders", "--payload", str(EXAMPLE / "payload.json"),
-            "--redis-url", broker_redis_url, "--library", "arq", "--broker-url", broker_redis_url,
+            "--redis-url", broker_redis_url, "--backend", "arq", "--broker-url", broker_redis_url,
             "--worker-cmd", _user_cmd(env, f"{arq_bin}/arq worker.WorkerSettings"),
             "--fault", "stall-broker@2+2", "--duration", "6", "--rate", str(RATE), "--users", "10"]
     code, output, _ = _run(args, tmp_path / "refused")

@@ -22,10 +22,10 @@ from tests.helpers import harness_cli
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [("kill-redis@2", "unknown fault 'kill-redis'"), ("kill-worker", "say when"),
-     ("kill-api@soon", "'soon' is not a number"), ("kill-api@0", "in (0, 3600]"),
+     ("kill-api@soon", "'soon' is not a duration"), ("kill-api@0", "in (0, 3600]"),
      ("pause-worker@2", "say how long pause-worker lasts"), ("kill-api@2+3", "takes no duration"),
      ("pause-worker@2/3", "does not repeat"), ("kill-worker@2/0", "the period (/P) must be in"),
-     ("stall-broker@1+x", "'x' is not a number")],
+     ("stall-broker@1+x", "'x' is not a duration"), ("kill-api@2h", "in (0, 3600]")],
 )
 def test_bad_fault_specs_say_what_is_wrong(text: str, fragment: str) -> None:
     with pytest.raises(ValueError, match=re.escape(fragment)):
@@ -43,6 +43,7 @@ def test_fault_spec() -> None:
     repeated = Fault.parse("kill-worker@1/1.5")
     assert (repeated.at, repeated.period, repeated.describe()) == (1.0, 1.5, "kill-worker@1/1.5")
     assert Fault.parse("stall-broker@3+2").target == "broker"
+    assert Fault.parse("pause-worker@1m+500ms").describe() == "pause-worker@60+0.5"  # durations as everywhere
 
 
 def _steady(start: float, end: float, per_s: int) -> list[float]:

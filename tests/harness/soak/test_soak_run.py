@@ -29,7 +29,7 @@ def test_soak_alone_takes_its_default(argv: list[str], expected: list[str]) -> N
     (["--find-max-rate"], "--soak, --phases and --find-max-rate each decide the load"),
     (["--rate", "5", "--requests", "100"], "leave out --requests and --duration"),
     (["--rate", "5", "--model", "ramp"], "leave out --model ramp"),
-    (["--rate", "5", "--soak-fraction", "2"], "--soak-fraction must be in (0, 1]"),
+    (["--rate", "5", "--soak-share", "200%"], "more than 0% and at most 100%"),
     (["--rate", "5", "--scenario", "faults"], "leave out --target and --scenario"),
 ])
 def test_what_does_not_go_with_a_soak_is_one_line(extra: list[str], message: str, cli: object,

@@ -7,8 +7,9 @@ from collections.abc import Iterable, Sequence
 
 def cell(text: object) -> str:
     """``text`` in one table cell: a ``|`` escaped, newlines joined; outside code spans ``<`` and ``*`` too,
-    so that ``pinned/<name>/`` is not read as an HTML tag nor ``TASKBENCH_*`` as emphasis."""
-    parts = " ".join(str(text).split()).split("`")
+    so that ``pinned/<name>/`` is not read as an HTML tag nor ``TASKBENCH_*`` as emphasis. A help text's
+    ``\\[`` (escaped for rich's markup in ``--help``) is a plain ``[`` here."""
+    parts = " ".join(str(text).replace("\\[", "[").split()).split("`")
     for nth in range(0, len(parts), 2):  # the even parts are outside `code`
         parts[nth] = parts[nth].replace("\\", "\\\\").replace("<", "\\<").replace("*", "\\*")
     return "`".join(parts).replace("|", "\\|")

@@ -21,7 +21,9 @@ def render() -> str:
     commands = _commands(typer.main.get_command(app))
     lines = ["# Command-line reference", "",
              "Every option of every command, the keys of a scenario file, where each run parameter applies and "
-             "each library's settings. Generated from the code by `python -m taskbench.docs`; do not edit.", ""]
+             "each library's settings. Generated from the code by `python -m taskbench.docs`; do not edit.", "",
+             "A `<duration>` is `30s`, `2m`, `1h`, `250ms` or a number of seconds (of milliseconds where its help "
+             "says ms); a `<percent>` is `5` or `5%`.", ""]
     for name, command in commands:
         if not command.hidden or name in ONE_LAYER:
             lines += _command(name, command)

@@ -294,7 +294,7 @@ class TargetCase(Pipeline):
 
     def verdict(self) -> list[str]:
         """What fails the case: a loss or duplicate the library's promise rules out (after a fault: also
-        no recovery); without ``--library``, a task that never ran."""
+        no recovery); without ``--backend``, a task that never ran."""
         report, fault = self.report, self.case.fault
         if report is None:
             return []
@@ -302,7 +302,7 @@ class TargetCase(Pipeline):
             return broken_promises(fault, lost=report.lost, duplicated=report.duplicated)
         if self.promise is not None:
             return unkept_promises(self.promise, lost=report.lost, duplicated=report.duplicated)
-        return [f"{report.lost} accepted task(s) never ran (--library names your queue library: its promise "
+        return [f"{report.lost} accepted task(s) never ran (--backend names your queue library: its promise "
                 "then judges them)"] if report.lost else []
 
     def figures_of_loss(self) -> bool:

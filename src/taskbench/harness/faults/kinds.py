@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from taskbench import units
 from taskbench.driver import LoadSpec
 from taskbench.harness.faults import broker_restart
 from taskbench.harness.faults.actions import kill_and_restart, pause_worker, stall_broker, stall_problem
@@ -62,9 +63,9 @@ KINDS: dict[str, FaultKind] = {
 
 def _seconds(text: str, what: str) -> float:
     try:
-        value = float(text)
+        value = units.parse_duration(text)
     except ValueError:
-        raise ValueError(f"--fault: {text!r} is not a number of seconds") from None
+        raise ValueError(f"--fault: {text!r} is not a duration (5, 5s, 2m)") from None
     if not 0 < value <= 3600:
         raise ValueError(f"--fault: {what} must be in (0, 3600] seconds")
     return value
@@ -75,9 +76,8 @@ def delay_of(text: str) -> float | None:
     name, sep, value = text.strip().partition("=")
     if name != "delay-broker":
         return None
-    number = value.strip().removesuffix("ms")
     try:
-        delay = float(number) if sep else -1.0
+        delay = units.parse_duration(value, unit="ms") if sep else -1.0
     except ValueError:
         delay = -1.0
     if not 0 <= delay <= 1000:

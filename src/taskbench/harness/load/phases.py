@@ -21,11 +21,11 @@ Without ``@RATE``, a phase offers the steady rate. The phases become the driver'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from taskbench import units
 from taskbench.driver.load_spec import MAX_DURATION_S, Stage
 
 __all__ = ["KINDS", "WARMUP_IDS", "Phase", "PhaseError", "describe", "from_table", "parse", "stages"]
@@ -44,8 +44,6 @@ DISRUPTIONS = ("pause-workers", "stall-broker")
 #: the prefix of a warm-up phase's task ids (starts with the audit's ``w``: never audited)
 WARMUP_IDS = "wp"
 MAX_RATE = 1e6
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h)?$")
-_UNITS = {None: 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class PhaseError(ValueError):
@@ -83,10 +81,11 @@ def _duration(value: object, index: int) -> float:
     if isinstance(value, int | float):
         seconds = float(value)
     else:
-        found = _DURATION.match(str(value).strip())
-        if not found:
-            raise PhaseError(index, "duration", f"duration {value!r} is not a number of seconds (30, 30s, 2m)")
-        seconds = float(found[1]) * _UNITS[found[2]]
+        try:
+            seconds = units.parse_duration(str(value))
+        except ValueError:
+            raise PhaseError(index, "duration",
+                             f"duration {value!r} is not a number of seconds (30, 30s, 2m)") from None
     if not 0 < seconds <= MAX_DURATION_S:
         raise PhaseError(index, "duration", f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {value!r}")
     return seconds

@@ -4,7 +4,7 @@ The defaults, and why:
 
 - **30 min**: long enough that a leak of a few hundred bytes per task at a few tens of tasks per second
   (tens of MB an hour) stands out of a Python worker's noise (a few MB), short enough to run before lunch.
-- **fraction 0.5** of the sustainable rate: a soak asks whether a healthy load stays healthy, not where
+- **50 % of the sustainable rate** (`--soak-share`): a soak asks whether a healthy load stays healthy, not where
   the backend breaks; at half its highest sustainable rate a backend has headroom for the machine's
   other work, so latency that grows is the backend's, not a queue that was already full.
 - **memory 20 MB/h** for the task processes: a healthy worker after its warm-up (imports, caches, the
@@ -21,22 +21,22 @@ The defaults, and why:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from taskbench import units
+
 DEFAULT_DURATION = "30m"
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|)\s*$")
 #: a soak's longest duration (a day): the driver's bound on a load
 MAX_SOAK_S = 86_400.0
 
 
 def parse_duration(text: str) -> float:
-    """``90s``, ``30m``, ``1.5h`` or a number of seconds; a ValueError in one line otherwise."""
-    match = _DURATION.match(text)
-    if not match:
-        raise ValueError(f"--soak: expected a duration such as 30m, 90s or 2h, got {text!r}")
-    seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    """A soak's duration, 10 s to 24 h: ``90s``, ``30m``, ``1.5h`` or a number of seconds, as every duration
+    of the command line (:func:`taskbench.units.parse_duration`); a ValueError in one line otherwise."""
+    try:
+        seconds = units.parse_duration(text)
+    except ValueError as exc:
+        raise ValueError(f"--soak: {exc}") from None
     if not 10 <= seconds <= MAX_SOAK_S:
         raise ValueError(f"--soak: the duration must be between 10 s and 24 h, got {text!r}")
     return seconds
@@ -62,7 +62,7 @@ class SoakSpec:
         if not 10 <= self.duration_s <= MAX_SOAK_S:
             raise ValueError("--soak: the duration must be between 10 s and 24 h")
         if not 0 < self.fraction <= 1:
-            raise ValueError(f"--soak-fraction must be in (0, 1], got {self.fraction}")
+            raise ValueError(f"--soak-share must be more than 0% and at most 100%, got {100 * self.fraction:g}%")
         if self.memory_mb_per_h <= 0 or self.latency_share_per_h <= 0 or self.backlog_share_per_h <= 0:
             raise ValueError("--soak-memory-bound, --soak-latency-bound and the backlog's bound must be > 0")
         if not 0 <= self.warmup_share < 1:
