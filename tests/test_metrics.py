@@ -49,7 +49,7 @@ def test_two_uvicorn_workers_report_true_totals(tmp_path: Path, redis_url: str, 
            "TASKBENCH_RUN_ID": run_id, "TASKBENCH_METRICS_DIR": str(tmp_path / "metrics")}
     with ProcessSet(env, stop_timeout=10) as procs:
         api = procs.start("api", [sys.executable, "-m", "taskbench", "serve", "--port", str(port),
-                                  "--workers", "2"], tmp_path / "api.log")
+                                  "--api-processes", "2"], tmp_path / "api.log")
 
         def healthy() -> bool:
             try:
