@@ -424,9 +424,13 @@ def test_sigterm_stops_cleanly(case: Case, request: pytest.FixtureRequest) -> No
     # each ran; a second run is the promise of an at-least-once backend when the pool's start took longer
     # than this stack's 5 s task timeout (seen on a loaded CI machine, Celery and FastStream-on-NATS at once);
     # exactly-once across the stop is checked on ``ids`` below
+    # an at-most-once backend (SAQ's retries=1) drops a warm task that its timeout cut: it is not run again
+    at_least_once = case.meta.delivery_on(case.broker, re_run(case)).guarantee == backends.AT_LEAST_ONCE
     warm_counts = st.wait_executed(warm)
-    again = 2 if case.meta.delivery_on(case.broker, re_run(case)).guarantee == backends.AT_LEAST_ONCE else 1
-    assert set(warm_counts) == set(warm) and all(1 <= n <= again for n in warm_counts.values()), warm_counts
+    if at_least_once:
+        assert set(warm_counts) == set(warm) and all(n <= 2 for n in warm_counts.values()), warm_counts
+    else:
+        assert warm_counts and all(n == 1 for n in warm_counts.values()), warm_counts
     children = psutil.Process(worker.pid).children(recursive=True)
     ids = _ids("s", 4)
     st.post_many(ids)
