@@ -103,3 +103,35 @@ def test_bars_with_long_case_labels_keep_room_for_the_bars() -> None:
         svg = bars("RPS per case", items, "RPS")
     assert svg.count("<path") > 19  # the bars were drawn
     assert ">0: faststream-pubsub at 0.2 CPU / 200 MB,<" in svg  # wrapped: the first line of a label
+
+
+def test_the_run_table_has_the_terminals_columns_mode_words_and_bottleneck_line() -> None:
+    """The page's summary is the terminal's table: what decides first, when the task was handed over in a
+    user's words, the bottleneck named under it, a lost count marked."""
+    from taskbench.report.html import summary_table
+    from taskbench.results import QueueCase
+    from tests.report.test_table import _lagging, _text
+
+    result = _lagging()
+    (arq,) = result.cases
+    assert isinstance(arq, QueueCase)
+    arq.summary.lost = 3
+    late = arq.model_copy(update={"backend": "saq", "enqueue_mode": "after-response", "durable": False,
+                                  "durability": "after-response enqueue"})
+    background = arq.model_copy(update={"backend": "background", "has_worker": False, "durable": False,
+                                        "durability": "no queue: tasks live in the API process"})
+    result.cases = [arq, late, background]
+    page = summary_table(result)
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    assert heads[:8] == ["backend", "enqueued", "accepted/s", "executed/s", "backlog at end", "drain s",
+                         "e2e p95", "HTTP ms p50/95/99"], heads
+    for words in ("before 202", "after 202", "no queue"):
+        assert f">{words}</td>" in page
+    assert "awaited" not in page and "*" not in page
+    assert 'data-v="896.0">896</td>' in page and 'data-v="37000.0">37 s</td>' in page
+    assert '<span class="bad">3</span>/' in page  # the lost count, not the cell around it
+    assert "arq: the API accepted 896/s, its 1 worker (concurrency 10) ran 198/s" in page
+    # the same figures as the terminal's row, cell for cell
+    text = _text(result)
+    for cell in re.findall(r"<td[^>]*>(.*?)</td>", page)[:11]:
+        assert re.sub(r"<[^>]+>", "", cell) in text, cell

@@ -31,7 +31,7 @@ def test_the_table_shows_failed_cpu_and_memory_and_the_types_under_it() -> None:
     console = Console(record=True, width=220, force_terminal=False)
     table.render(own_task_run(40, "a"), console)
     text = console.export_text()
-    assert "failed" in text and "RSS MB" in text and "0.25/0.50" in text and "80/120" in text
+    assert "failed" in text and "RSS MB" in text and "0.25/0.50" in text and "80/120/120" in text
     assert "failed 40 (" in text and "tasks.FlakyError 40)" in text
 
 
@@ -43,7 +43,8 @@ def test_a_built_in_workloads_table_has_no_failed_column() -> None:
 
 def test_the_html_report_names_the_exception_types() -> None:
     page = html.render(own_task_run(40, "a"))
-    assert "failed by exception type" in page and "tasks.FlakyError 40" in page and "RSS MB peak" in page
+    assert "failed by exception type" in page and "tasks.FlakyError 40" in page
+    assert "RSS MB start/peak/end" in page and "80/120/120" in page
 
 
 def test_compare_calls_more_failed_tasks_worse() -> None:

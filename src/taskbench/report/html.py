@@ -11,29 +11,16 @@ article's figure; fault runs mark the fault and the recoveries.
 from __future__ import annotations
 
 from taskbench.histogram import Histogram
-from taskbench.report import matrix, plots, soak
+from taskbench.report import matrix, plots, run_row, soak
 from taskbench.report.load import phase_plot, phases_html, searches_html
 from taskbench.report.overview import Scales, comparison_html, scales
+from taskbench.report.pace import bottleneck_line
 from taskbench.report.page import cell, document, esc, facts, figure, table
 from taskbench.report.parameters import setup
 from taskbench.report.scenario import RANKED_HEADER, columns, limits_summary, machine_line
 from taskbench.report.table import failed_types, fault_line
 from taskbench.results import RANKED_BY, CaseBase, CeleryCase, FaultRecord, HttpCase, Load, QueueCase, Result
 
-# a run's table: the terminal's columns (report/table.py), as (summary figure, header, format)
-RUN_COLUMNS = [
-    ("rps", "RPS", "{:.0f}"), ("p50_ms", "median ms", "{:.1f}"), ("p95_ms", "p95 ms", "{:.1f}"),
-    ("p99_ms", "p99 ms", "{:.1f}"), ("time_to_run_all_s", "all tasks run in s", "{:.1f}"),
-    ("errors_pct", "errors %", "{:.2f}"), ("accepted", "accepted", "{}"), ("lost", "lost", "{}"),
-    ("duplicated", "dup", "{}"), ("unexpected", "unexp", "{}"), ("e2e_p95_ms", "e2e p95 ms", "{:.1f}"),
-    ("driver_cpu_pct", "driver CPU %", "{:.0f}"),
-]
-#: the columns of a user's task's run (--workload module:callable), after the others
-OWN_TASK_COLUMNS = [
-    ("failed", "failed", "{}"), ("cpu_p50_ms", "CPU ms p50", "{:.2f}"), ("cpu_p95_ms", "CPU ms p95", "{:.2f}"),
-    ("rss_start_mb", "RSS MB start", "{:.0f}"), ("rss_peak_mb", "RSS MB peak", "{:.0f}"),
-    ("rss_end_mb", "RSS MB end", "{:.0f}"),
-]
 STATUS_CSS = {"ok": "good", "errors": "warn", "failed": "bad"}
 
 
@@ -126,30 +113,31 @@ def summary_table(result: Result) -> str:
 
 
 def _run_table(result: Result) -> str:
+    """The terminal's table (report/run_row.py), its bottleneck lines and what its columns mean."""
     queue = [c for c in result.cases if isinstance(c, QueueCase)]
-    # a user's task (--workload module:callable): its failed calls by type, CPU per call, memory
-    own_task = any(c.summary.failed is not None for c in queue)
-    columns = RUN_COLUMNS + (OWN_TASK_COLUMNS if own_task else [])
-    headers = [("backend", "l"), ("mode", "l")] + [(h, "") for _, h, _ in columns]
-    if own_task:
-        headers.append(("failed by exception type", "l"))
-    headers.append(("status", "l"))
+    shown = run_row.columns(queue)
+    own_task = len(shown) > len(run_row.COLUMNS)
+    headers = [(head.replace("\n/", "/").replace("/\n", "/").replace("\n", " "), "l" if justify == "left" else "")
+               for head, justify in shown]
+    if own_task:  # a user's task: its failed calls by exception type, before the status
+        headers.insert(-1, ("failed by exception type", "l"))
     rows = []
     for case in queue:
-        s = case.summary
-        mode = case.enqueue_mode + ("" if case.durable else " *")
-        name = case.backend + (" [UNSAFE]" if case.unsafe else "")
-        row = [f'<td class="l">{esc(name)}</td>', f'<td class="l nowrap">{esc(mode)}</td>']
-        for key, _, spec in columns:
-            value = s.figure(key)
-            css = "bad" if key in ("lost", "duplicated") and value else "warn" if key == "failed" and value else ""
-            row.append(cell(value, spec, css=css))
+        row = [_td(cell, justify) for cell, (_, justify) in zip(run_row.row(case, own_task), shown, strict=True)]
         if own_task:
-            row.append(f'<td class="l wide">{esc(failed_types(s.failed_types or {}))}</td>')
-        row.append(f'<td class="l {STATUS_CSS.get(case.status, "")}">{esc(case.status)}'
-                   f'{" (driver saturated)" if s.driver_saturated else ""}</td>')
+            row.insert(-1, f'<td class="l wide">{esc(failed_types(case.summary.failed_types or {}))}</td>')
         rows.append(row)
-    return table(headers, rows)
+    lines = [f'<p class="warn">{esc(line)}</p>' for line in filter(None, map(bottleneck_line, queue))]
+    if queue:
+        lines.append(f'<p class="note">{esc(run_row.LEGEND)}</p>')
+    return table(headers, rows) + "".join(lines)
+
+
+def _td(cell: run_row.Cell, justify: str) -> str:
+    """A cell of the run's table: its toned spans coloured, sorted by its number."""
+    text = "".join(f'<span class="{tone}">{esc(t)}</span>' if tone else esc(t) for t, tone in cell.spans)
+    klass = ' class="l nowrap"' if justify == "left" else ""
+    return f'<td{klass} data-v="{esc("" if cell.sort is None else cell.sort)}">{text}</td>'
 
 
 def notes(result: Result) -> list[str]:
@@ -158,12 +146,11 @@ def notes(result: Result) -> list[str]:
         for failure in case.failures:
             out.append(f'<p class="bad">{esc(case.name)}: {esc(failure)}</p>')
         if case.summary.driver_saturated:
-            out.append(f'<p class="warn">{esc(case.name)}: the load driver saturated; its RPS is a lower '
+            out.append(f'<p class="warn">{esc(case.name)} (SAT): the load driver saturated; its RPS is a lower '
                        "bound of the server's</p>")
-        if isinstance(case, QueueCase) and not case.durable:
-            why = case.durability or "no durable queue or after-response enqueue"
-            out.append(f'<p class="note">{esc(case.name)} (*): not durable: {esc(why)}; '
-                       "a 2xx does not prove the task survives</p>")
+        kept = run_row.not_kept(case) if isinstance(case, QueueCase) else None
+        if kept:
+            out.append(f'<p class="note">{esc(kept)}</p>')
     return out
 
 

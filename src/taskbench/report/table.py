@@ -1,4 +1,4 @@
-"""Terminal table of a run's result, with the seed's columns plus the audit's."""
+"""Terminal table of a run's result: the row of report/run_row.py, the bottleneck line and what a row cannot show."""
 
 from __future__ import annotations
 
@@ -6,19 +6,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from taskbench.report import run_row
 from taskbench.report.fit import print_table
 from taskbench.report.load import render_terminal as render_load
-from taskbench.report.pace import bottleneck_line, mode_words, pace, seconds
+from taskbench.report.pace import bottleneck_line
+from taskbench.report.run_row import Cell
 from taskbench.report.soak import summary_lines
 from taskbench.results import AuditResult, FaultRecord, QueueCase, Result
 
+#: a tone of a cell's span (report/run_row.py) in rich's styles
+STYLES = {"good": "green", "warn": "yellow", "bad": "bold red"}
 
-def _num(value: float | None, fmt: str = "{:.0f}") -> str:
-    return "–" if value is None else fmt.format(value)
 
-
-def _bad(count: int | None) -> str:
-    return f"[bold red]{count}[/]" if count else str(count if count is not None else "–")
+def markup(cell: Cell) -> str:
+    """A cell in rich's markup: its text escaped, each toned span styled."""
+    return "".join(f"[{STYLES[tone]}]{escape(text)}[/]" if tone else escape(text) for text, tone in cell.spans)
 
 
 def render(result: Result, console: Console | None = None) -> None:
@@ -27,37 +29,15 @@ def render(result: Result, console: Console | None = None) -> None:
         console.width = max(console.width, 140)  # piped output: keep one row per case
     # every string of a result file is text, not markup
     table = Table(title=escape(_title(result)), title_justify="left", show_edge=False)
-    # what decides first (the API's rate against the workers', the backlog, the task's wait), then the
-    # HTTP side and the audit
-    columns = [
-        ("backend", "left"), ("enqueued", "left"), ("accepted\n/s", "right"), ("executed\n/s", "right"),
-        ("backlog\nat end", "right"), ("drain\ns", "right"), ("e2e\np95", "right"),
-        ("HTTP ms\np50/95/99", "right"), ("err\n%", "right"), ("lost/\ndup/\nunexp", "right"),
-        ("status", "left"),
-    ]
     cases = [c for c in result.cases if isinstance(c, QueueCase)]
-    # a user's task (--workload module:callable): its failed calls, CPU per call and the workers' memory
-    own = any(c.summary.failed is not None for c in cases)
-    if own:
-        columns[-1:-1] = [("failed", "right"), ("CPU ms\np50/p95", "right"), ("RSS MB\nstart/end", "right")]
-        if not console.is_terminal:
-            console.width = max(console.width, 175)
-    for name, justify in columns:
+    shown = run_row.columns(cases)
+    own = len(shown) > len(run_row.COLUMNS)  # a user's task: its failed calls, CPU per call, the workers' memory
+    if own and not console.is_terminal:
+        console.width = max(console.width, 175)
+    for name, justify in shown:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for case in cases:
-        s, p = case.summary, pace(case)
-        status = {"ok": "[green]ok[/]", "errors": "[yellow]errors[/]"}.get(case.status, "[bold red]failed[/]")
-        status += " [yellow]SAT[/]" if s.driver_saturated else ""  # the driver's CPU: said under the table
-        cells = [
-            escape(case.backend) + (" [UNSAFE]" if case.unsafe else ""), mode_words(case),
-            _num(p.accepted_per_s, "{:,.0f}"), _num(p.executed_per_s, "{:,.0f}"), _num(p.backlog_end, "{:,}"),
-            _num(p.drain_s, "{:.1f}"), seconds(p.e2e_p95_ms),
-            "/".join(_num(v) for v in (s.p50_ms, s.p95_ms, s.p99_ms)), _num(s.errors_pct, "{:.2f}"),
-            f"{_bad(s.lost)}/{_bad(s.duplicated)}/{_num(s.unexpected, '{}')}", status,
-        ]
-        if own:
-            cells[-1:-1] = own_task_cells(case)
-        table.add_row(*cells)
+        table.add_row(*(markup(cell) for cell in run_row.row(case, own)))
     print_table(console, table)
     if result.interrupted:
         console.print(f"[bold red]{escape(result.interrupted)}[/]: the table holds what was measured until then")
@@ -70,15 +50,10 @@ def render(result: Result, console: Console | None = None) -> None:
 
 def _footer(cases: list[QueueCase], console: Console) -> None:
     """What the columns mean where a row cannot say it: a 202 that proves nothing, the ledger's cost."""
-    for case in cases:
-        if not case.durable:
-            why = case.durability or ("no durable queue" if not case.has_worker else  # older files lack it
-                                      "after-response enqueue: the 2xx is sent before the broker has the task")
-            console.print(f"{case.name}: its 202 does not prove the task is kept ({why})", markup=False)
+    for line in filter(None, map(run_row.not_kept, cases)):
+        console.print(line, markup=False)
     if cases:  # a run's workers always record every execution: the audit needs it
-        console.print("accepted/s: 2xx per second of the load; executed/s: first start to last finish; drain: the "
-                      "load's end to the last finish; e2e: enqueue to finish. Each task also wrote its ledger "
-                      "record (`taskbench drain --workload noop --ledger both` measures that cost)", markup=False)
+        console.print(run_row.LEGEND, markup=False)
 
 
 def _title(result: Result) -> str:
@@ -121,15 +96,6 @@ def _case_lines(cases: list[QueueCase], console: Console) -> None:
             reason = (case.load.saturation_reason if case.load else None) or "driver CPU ≥ 90 %"
             console.print(f"[yellow]{who}: the load driver saturated ({escape(reason)}); "
                           "its RPS is a lower bound of the server's[/]")
-
-
-def own_task_cells(case: QueueCase) -> list[str]:
-    """failed, CPU per call (p50/p95 ms), memory (start/end MB) of a user's task's case."""
-    s = case.summary
-    failed = "–" if s.failed is None else f"[yellow]{s.failed}[/]" if s.failed else "0"
-    cpu = "–" if s.cpu_p50_ms is None else f"{s.cpu_p50_ms:.2f}/{s.cpu_p95_ms or 0:.2f}"
-    rss = "–" if s.rss_start_mb is None else f"{s.rss_start_mb:.0f}/{s.rss_end_mb or 0:.0f}"
-    return [failed, cpu, rss]
 
 
 def failed_types(types: dict[str, int]) -> str:
