@@ -29,8 +29,8 @@ the library's acknowledgement cannot reach the ledger's server before the record
 kernel once ``sendall`` returns, and a worker killed after it cannot take them back (its socket still
 delivers them; Redis runs the record). A reply lost with the connection is logged with the task's id (if
 Redis did not run the record, the audit counts that task lost); a NOSCRIPT is sent again. Where the ledger
-shares the broker's Redis and the library acknowledges, each reply is still waited for. What it saves:
-docs/benchmarks.md, the thread workers' "records confirmed at a later record".
+shares the broker's Redis and the library acknowledges, each reply is still waited for. What the record
+costs each backend: docs/benchmarks.md, "The ledger on no-op tasks".
 """
 
 from __future__ import annotations
