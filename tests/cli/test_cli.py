@@ -217,3 +217,25 @@ def test_the_launcher_answers_version_before_building_anything(tmp_path: Path) -
                          check=False, env=env)
     assert out.returncode == 0 and out.stdout.strip() == f"taskbench {version('taskbench')}", out.stderr
     assert not (tmp_path / "env").exists()
+
+
+def test_the_launcher_answers_help_before_building_anything(tmp_path: Path) -> None:
+    """On a fresh clone ``./taskbench --help`` prints the kept text (docs/help.txt, which test_pages keeps
+    current) at once; it names the user's commands as the CLI's own help does."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {"PATH": "/usr/bin:/bin", "UV_PROJECT_ENVIRONMENT": str(tmp_path / "env")}
+    out = subprocess.run(["sh", str(repo / "taskbench"), "--help"], capture_output=True, text=True, timeout=30,
+                         check=False, env=env)
+    assert out.returncode == 0 and out.stdout == (repo / "docs" / "help.txt").read_text(encoding="utf-8"), out.stderr
+    assert "Usage: taskbench [OPTIONS] COMMAND" in out.stdout and "│ run " in out.stdout and "│ choose " in out.stdout
+    assert out.stderr == "" and not (tmp_path / "env").exists()
+
+
+def test_the_kept_help_is_what_the_cli_prints_at_100_columns() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TERMINAL_WIDTH": "100", "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
+    out = subprocess.run([str(Path(sys.executable).with_name("taskbench")), "--help"], capture_output=True, text=True,
+                         timeout=60, check=False, env=env)
+    assert out.returncode == 0, out.stderr
+    kept = (repo / "docs" / "help.txt").read_text(encoding="utf-8").splitlines()
+    assert [line.rstrip() for line in out.stdout.splitlines()] == kept

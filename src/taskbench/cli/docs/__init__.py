@@ -1,6 +1,6 @@
 """The documentation pages generated from the code, and their check: ``python -m taskbench.docs``.
 
-    python -m taskbench.docs            rewrite docs/reference.md and docs/promises.md
+    python -m taskbench.docs            rewrite docs/reference.md, docs/promises.md and docs/help.txt
     python -m taskbench.docs --check    exit 1 naming each page that is out of date
 
 A page is the same on every machine (no date, no path, no machine fact), so the check holds anywhere.
@@ -12,11 +12,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from taskbench.cli.docs import promises, reference
+from taskbench.cli.docs import help_text, promises, reference
 
 DOCS = Path(__file__).resolve().parents[4] / "docs"
 #: a page's file name -> what renders it
-PAGES: dict[str, Callable[[], str]] = {"reference.md": reference.render, "promises.md": promises.render}
+#: (help.txt: what ./taskbench --help prints before the environment is built)
+PAGES: dict[str, Callable[[], str]] = {"reference.md": reference.render, "promises.md": promises.render,
+                                       "help.txt": help_text.render}
 
 
 def stale() -> list[Path]:
