@@ -1,9 +1,10 @@
 """Secrets out of what taskbench records: a URL's password, a query string's token, an argv's ``--auth``.
 
-Every place that writes a URL or a command line to a result, a page or a log goes through here
-(``RunConfig.to_dict``, the result's ``command``, a case's argv, the Redis info of a result). The rules
-are deliberately wider than the URL grammar: a user's password that reaches a result file in clear
-is worse than a user name masked by mistake.
+Every place that writes a URL or a command line to a result, a page, a log or the terminal goes through
+here: every string field of a result model (``taskbench.results.model.Model``), the lines a run prints
+(its ``say``), a one-line error (``cli._common.fail``), a case's argv. The rules are deliberately wider
+than the URL grammar: a user's password that reaches a result file in clear is worse than a user name
+masked by mistake.
 """
 
 from __future__ import annotations
@@ -11,18 +12,38 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import unquote_plus
 
-__all__ = ["MASK", "SECRET_OPTIONS", "redact", "redact_argv", "redact_data", "redact_text"]
+__all__ = ["MASK", "SECRET_NAMES", "SECRET_OPTIONS", "redact", "redact_argv", "redact_data", "redact_text",
+           "redact_value", "secret_name"]
 
 MASK = "***"
 #: options whose value is a secret itself (``up --auth USER:PASSWORD``): the part after the user is masked
 SECRET_OPTIONS = frozenset({"--auth"})
+#: a query or fragment parameter whose (decoded, lower-cased) name holds one of these names a secret:
+#: ``api_key``, ``X-Amz-Signature``, ``access_token``, ``Authorization``, ``client_secret``, ``sessionid``
+SECRET_NAMES = ("pass", "pwd", "secret", "token", "auth", "cred", "key", "sig", "session", "jwt", "bearer",
+                "private", "hmac", "otp")
 
-# userinfo of a URL in running text: scheme://USERINFO@ (no space, slash or @ in it)
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/@?#]+)@")
-# a query-string parameter that names a secret: ?password=…, &auth_token=…, ;secret=…
-_QUERY = re.compile(r"(?P<key>[?&;][^=&;#\s]*(?:pass|pwd|secret|token|auth|cred|key)[^=&;#\s]*=)[^&;#\s]*",
-                    re.IGNORECASE)
+# a URL in running text: a scheme, ``://`` and everything up to the next white space, but for the
+# punctuation that ends a clause ("…?token=t, closed model" keeps its comma)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*?(?=[,.;:!?)\]'\"]*(?:\s|$))")
+# a value that is one URL (an option's, a field's): masked as a whole, so a password may hold a space
+_STARTS_WITH_URL = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://")
+# one parameter of a query string or a fragment: ?name=value, &name=value, ;name=value, #name=value
+_PARAM = re.compile(r"(?P<head>[?&;#](?P<name>[^=&;#\s?]+)=)(?P<value>[^&;#\s]*)")
+# the same in running text, where a value stops short of the punctuation that ends a clause
+_TEXT_PARAM = re.compile(r"(?P<head>[?&;#](?P<name>[^=&;#\s?]+)=)(?P<value>[^&;#\s]*?)(?=[,.;:!?)\]'\"]*(?:[&;#\s]|$))")
+
+
+def secret_name(name: str) -> bool:
+    """Whether a query parameter called ``name`` holds a secret (percent-encoding and case ignored)."""
+    plain = unquote_plus(name).lower()
+    return any(word in plain for word in SECRET_NAMES)
+
+
+def _mask_params(text: str, pattern: re.Pattern[str] = _PARAM) -> str:
+    return pattern.sub(lambda m: m.group("head") + MASK if secret_name(m.group("name")) else m.group(), text)
 
 
 def _mask_userinfo(userinfo: str) -> str:
@@ -35,9 +56,9 @@ def redact(url: str) -> str:
     """A URL (one value: an option's, an environment variable's) with its secrets replaced by ``***``.
 
     Everything between ``scheme://`` and the **last** ``@`` is taken for user information (a password
-    may hold an unencoded ``@``, ``/`` or ``?``; masking too much only hides a host), and a query
-    parameter naming a password, token, secret or key is masked: ``redis://:pw@h:6379/0`` ->
-    ``redis://:***@h:6379/0``, ``unix:///s.sock?password=pw`` -> ``unix:///s.sock?password=***``.
+    may hold an unencoded ``@``, ``/`` or ``?``; masking too much only hides a host), and a query or
+    fragment parameter whose name holds one of :data:`SECRET_NAMES` is masked: ``redis://:pw@h:6379/0``
+    -> ``redis://:***@h:6379/0``, ``http://h:1/o?api_key=k`` -> ``http://h:1/o?api_key=***``.
     Text without ``://`` is returned as given.
     """
     start = url.find("://")
@@ -47,14 +68,21 @@ def redact(url: str) -> str:
     at = url.rfind("@", start)
     if at >= 0:
         url = url[:start] + _mask_userinfo(url[start:at]) + url[at:]
-    return _QUERY.sub(lambda m: m.group("key") + MASK, url)
+    return _mask_params(url)
 
 
 def redact_text(text: str) -> str:
-    """Free text (a message, a log line) with the userinfo of every URL in it and every secret query
-    parameter masked."""
-    text = _USERINFO.sub(lambda m: m.group("scheme") + _mask_userinfo(m.group("userinfo")) + "@", text)
-    return _QUERY.sub(lambda m: m.group("key") + MASK, text)
+    """Free text (a message, a log line, a shell command) with every URL in it redacted (each one up to
+    the next white space) and every secret parameter of a query string masked."""
+    return _mask_params(_URL.sub(lambda m: redact(m.group()), text), _TEXT_PARAM)
+
+
+def redact_value(value: str) -> str:
+    """One string of a result or a command line: :func:`redact` when it is a URL, else :func:`redact_text`
+    (a label such as ``target http://…``, a ``--worker-cmd`` that sets ``REDIS_URL=redis://…``)."""
+    if "://" not in value:
+        return value
+    return redact(value) if _STARTS_WITH_URL.match(value) else redact_text(value)
 
 
 def redact_argv(argv: Iterable[str]) -> list[str]:
@@ -73,7 +101,8 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
             continue
         if arg in SECRET_OPTIONS:
             secret_next = True
-        out.append(redact(arg) if "://" in arg else arg)
+        # ``--target=URL``: the value is one URL, though the argument does not start with it
+        out.append(f"{name}={redact_value(value)}" if arg.startswith("--") and eq else redact_value(arg))
     return out
 
 
@@ -83,11 +112,14 @@ def _mask_credential(value: str) -> str:
 
 
 def redact_data(data: Any) -> Any:
-    """JSON-like data (dicts, lists, strings) with every string that holds a URL redacted."""
+    """JSON-like data (dicts, lists, strings) with every string that holds a URL redacted
+    (:func:`redact_value`), keys included."""
     if isinstance(data, str):
-        return redact(data) if "://" in data else data
+        return redact_value(data)
     if isinstance(data, dict):
-        return {key: redact_data(value) for key, value in data.items()}
-    if isinstance(data, list | tuple):
+        return {redact_data(key): redact_data(value) for key, value in data.items()}
+    if isinstance(data, list):
         return [redact_data(value) for value in data]
+    if isinstance(data, tuple):
+        return tuple(redact_data(value) for value in data)
     return data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -10,6 +11,21 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from taskbench import brokers
 
 EnqueueMode = Literal["awaited", "after-response"]
+
+#: a run id: a folder under --output, a Redis key prefix, a Kubernetes label. Letters, digits, ``_``, ``.``
+#: and ``-``, never starting with ``.`` or ``-``: so never ``..``, a hidden folder, a path or an option
+RUN_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+RUN_ID_RULE = "1 to 64 letters, digits, '_', '.' or '-', not starting with '.' or '-'"
+
+
+def check_run_id(run_id: object, where: str = "run id") -> str:
+    """``run_id`` if it is a valid run id (:data:`RUN_ID_PATTERN`), else a one-line ``ValueError``: a run id
+    read from a file is checked as one typed on the command line, before it names a folder."""
+    if not isinstance(run_id, str) or not re.fullmatch(RUN_ID_PATTERN, run_id):
+        shown = repr(run_id) if len(repr(run_id)) <= 80 else repr(run_id)[:77] + "..."
+        raise ValueError(f"{where} {shown}: a run id is {RUN_ID_RULE}")
+    return run_id
+
 
 #: a machine's local server of each broker that has one (RabbitMQ, NATS): from the broker registry
 DEFAULT_BROKER_URLS: dict[str, str] = {b.name: b.local_url for b in brokers.BROKERS.values() if b.local_url}
@@ -26,7 +42,7 @@ class Settings(BaseSettings):
 
     backend: str = "background"
     redis_url: str = "redis://127.0.0.1:6379/0"
-    run_id: str = Field(default="manual", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    run_id: str = "manual"
     enqueue_mode: EnqueueMode = "awaited"
     # where tasks travel; the ledger is always on redis_url
     broker: str = "redis"  # a name of taskbench.brokers.BROKERS
@@ -109,6 +125,11 @@ class Settings(BaseSettings):
         description="task_id is an idempotency key: a known id is answered 409 and never enqueued again "
                     "(off only to measure its cost)",
     )
+
+    @field_validator("run_id")
+    @classmethod
+    def _valid_run_id(cls, value: str) -> str:
+        return check_run_id(value)  # the rule a run id read from a file is held to (taskbench collect)
 
     @field_validator("broker")
     @classmethod

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from taskbench.brokers.durability import Durability
 from taskbench.errors import HarnessError
+from taskbench.redaction import redact
 
 __all__ = ["Broker"]
 
@@ -68,8 +69,8 @@ class Broker:
         return f"{self.label} at {host}:{port}"
 
     def where(self, url: str) -> str:
-        """Where a fault's record says the broker is: its URL (Redis: host and port, or its socket)."""
-        return url
+        """Where a fault's record says the broker is: its URL, redacted (Redis: host and port, or its socket)."""
+        return redact(url)
 
     def check_scheme(self, url: str) -> str | None:
         """Why ``url`` cannot be this broker's URL (a wrong scheme), or None."""

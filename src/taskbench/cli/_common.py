@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -30,6 +31,16 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
     typer.secho(f"taskbench: {redact_text(message)}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code)
+
+
+def say_on(console: Any) -> Callable[[str], None]:
+    """What a run says as it goes, dimmed on ``console``: markup escaped, every URL's secrets masked (a
+    line may quote --target, a --worker-cmd's REDIS_URL=…)."""
+    from rich.markup import escape
+
+    from taskbench.redaction import redact_text
+
+    return lambda text: console.print(f"[dim]{escape(redact_text(text))}[/]")
 
 
 def os_error(exc: OSError) -> str:

@@ -13,6 +13,7 @@ from taskbench.cli._common import (
     fail,
     interrupt_on_signals,
     os_error,
+    say_on,
     show_progress,
     writable_folder,
 )
@@ -32,9 +33,9 @@ def choose(
     import sys
 
     from rich.console import Console
-    from rich.markup import escape
 
     from taskbench import backends as registry
+    from taskbench.files import write_atomic
     from taskbench.harness import HarnessError
     from taskbench.harness.commands.choose import FULL, QUICK, Chooser, durable_backends
     from taskbench.redaction import redact_argv
@@ -51,7 +52,7 @@ def choose(
     interrupt_on_signals()
     show_progress(console)
     chooser = Chooser(names, QUICK if quick else FULL, output, quick=quick,
-                      say=lambda text: console.print(f"[dim]{escape(text)}[/]"),
+                      say=say_on(console),
                       command=shlex.join(redact_argv(["taskbench", *sys.argv[1:]])))
     try:
         result = chooser.run()
@@ -63,9 +64,12 @@ def choose(
         fail(INTERRUPTED, code=130)
     result.rankings = rank(result)
     chooser.out.mkdir(parents=True, exist_ok=True)
-    (chooser.out / "choose.json").write_text(result.model_dump_json(indent=1))
     page = chooser.out / "choose.html"
-    page.write_text(render(result))
+    try:
+        write_atomic(chooser.out / "choose.json", result.model_dump_json(indent=1))
+        write_atomic(page, render(result))
+    except OSError as exc:
+        fail(os_error(exc))
     for line in terminal_lines(result):
         typer.echo(line)
     console.print(f"choose: {page} ({result.elapsed_s:.0f} s); figures in {chooser.out / 'choose.json'}",

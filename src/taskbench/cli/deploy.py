@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +9,7 @@ import typer
 
 from taskbench import params
 from taskbench.cli._common import fail
+from taskbench.files import write_atomic
 
 app = typer.Typer(no_args_is_help=True, help="Render what runs the benchmark elsewhere: `deploy k8s`.")
 
@@ -70,7 +70,7 @@ def k8s(
     try:
         load = load_spec({"model": model, "users": users, "rate": rate, "ramp": ramp, "requests": requests,
                           "duration": duration, "driver_processes": driver_processes, "timeout": timeout})
-        extra = {"run_id": run_id} if run_id else {}
+        extra = {"run_id": run_id} if run_id is not None else {}
         cluster = Cluster(backend=backend, load=load, image=image or f"taskbench-{backend}:latest",
                           namespace=namespace, workload=workload,
                           enqueue_mode=enqueue_mode, api_replicas=api_replicas, workers=workers,
@@ -84,9 +84,7 @@ def k8s(
     text = dump_all(manifests(cluster))
     path = out_file or Path(f"taskbench-{cluster.run_id}.yaml")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
+        write_atomic(path, text, mode=0o600)
     except OSError as exc:
         fail(f"{path}: cannot write it ({exc.strerror or exc})")
     workers_line = f", {cluster.workers} worker(s)" if cluster.has_worker else ""

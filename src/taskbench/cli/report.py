@@ -87,9 +87,12 @@ def report(
 
 
 def write_or_fail(target: Path, text: str) -> None:
-    """Write a page the user asked for; a folder that is missing, read-only or full is one line."""
+    """Write a page the user asked for (atomically, never through a link planted at its name); a folder that
+    is missing, read-only or full is one line."""
+    from taskbench.files import write_atomic
+
     try:
-        target.write_text(text)
+        write_atomic(target, text)
     except OSError as exc:
         fail(f"cannot write {target}: {exc.strerror or exc}")
 
@@ -99,12 +102,12 @@ def publish(result: Result, path: Path, folder: Path, say: Callable[[str], None]
 
     A report that cannot be drawn costs the page, never the run: its result file is already written.
     """
+    from taskbench.files import write_atomic
     from taskbench.report.html import render as render_html
     from taskbench.report.index import write_index
 
     try:
-        target = path.with_name("report.html")
-        target.write_text(render_html(result.redacted()))
+        target = write_atomic(path.with_name("report.html"), render_html(result.redacted()))
         index, _ = write_index(folder)
     except Exception as exc:
         say(f"report.html not written: {type(exc).__name__}: {exc}")

@@ -12,7 +12,15 @@ import typer
 from taskbench import params
 from taskbench.cli import load_options
 from taskbench.cli import soak as soak_options
-from taskbench.cli._common import INTERRUPTED, backend_names, execute, fail, interrupt_on_signals, show_progress
+from taskbench.cli._common import (
+    INTERRUPTED,
+    backend_names,
+    execute,
+    fail,
+    interrupt_on_signals,
+    say_on,
+    show_progress,
+)
 from taskbench.cli.report import publish
 from taskbench.cli.run_options import SIGNATURE
 
@@ -29,7 +37,6 @@ if TYPE_CHECKING:
 def run(**given: Any) -> None:
     """Benchmark backends: start everything, load, drain, audit the ledger, print the table."""
     from rich.console import Console
-    from rich.markup import escape
 
     a = SimpleNamespace(**given)
     if a.soak is not None and (a.target is not None or a.scenario is not None):
@@ -61,7 +68,7 @@ def run(**given: Any) -> None:
 
         run_nodes(config, a.nodes, a.node_delay, console, a.output)
         return
-    runner = Runner(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
+    runner = Runner(config, say=say_on(console))
     _finish(runner, console, render, a.output)
 
 
@@ -130,14 +137,13 @@ def _config(a: SimpleNamespace) -> RunConfig:
 
 def _at_sustainable_rate(config: RunConfig, console: Console) -> RunConfig:
     """A soak with no --rate: its rate, a share of the sustainable one, searched first."""
-    from rich.markup import escape
 
     from taskbench.harness import HarnessError
 
     show_progress(console)
     interrupt_on_signals()
     try:
-        return soak_options.at_sustainable_rate(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
+        return soak_options.at_sustainable_rate(config, say=say_on(console))
     except (ValueError, HarnessError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -160,7 +166,7 @@ def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | No
         if cases:
             selected = select(found, cases)
         runner = ScenarioRunner(found, output=output, redis_url=redis_url, cases=selected,
-                                say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
+                                say=say_on(console))
     except (ScenarioError, ValueError) as exc:
         fail(str(exc))
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from taskbench.driver import RequestTemplate
     from taskbench.harness.config import RunConfig
-from taskbench.cli._common import RedisUrl, RunId, export, fail, settings
+from taskbench.cli._common import RedisUrl, RunId, export, fail, say_on, settings
 
 #: the collector's result line in its log: this marker, a space, the result's JSON on one line
 RESULT_MARKER = "TASKBENCH-RESULT"
@@ -168,6 +168,7 @@ def collect(
     from rich.console import Console
 
     from taskbench.cli.report import publish
+    from taskbench.files import write_atomic
     from taskbench.report.table import render
     from taskbench.results import ResultFormatError, parse
 
@@ -182,10 +183,11 @@ def collect(
         result = parse(json.loads(lines[-1][len(RESULT_MARKER) + 1:]))
     except (ValueError, ResultFormatError) as exc:
         fail(f"{source}: the result line is not a taskbench result: {str(exc).splitlines()[0]}")
-    folder = output / result.run_id
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "result.json"
-    path.write_text(result.to_json())
+    path = _result_path(output, result.run_id, source)
+    try:
+        write_atomic(path, result.to_json())
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}")
     render(result, Console())
     typer.echo(f"result: {path}")
     publish(result, path, output, typer.echo)
@@ -193,10 +195,27 @@ def collect(
         raise typer.Exit(1)
 
 
+def _result_path(output: Path, run_id: str, source: str) -> Path:
+    """``output/<run id>/result.json`` for a run id read from ``source``: checked as a typed one, and its
+    folder inside ``output`` (not a link out of it), else one line; nothing is written outside ``output``."""
+    from taskbench.settings import check_run_id
+
+    try:
+        folder = output / check_run_id(run_id, f"{source}: the result's run id")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.resolve().is_relative_to(output.resolve()):
+            fail(f"{folder} leads out of --output {output} (a link to {folder.resolve()}): remove it or give "
+                 "another --output")
+    except ValueError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {output / run_id}: {exc.strerror or exc}")
+    return folder / "result.json"
+
+
 def run_nodes(config: RunConfig, nodes: int, delay_ms: float, console: Console, output: Path) -> None:
     """``taskbench run --nodes N``: the run in network namespaces; the table, the page, exit 1 unless it passed."""
     from rich.console import Console
-    from rich.markup import escape
 
     from taskbench.cli._common import INTERRUPTED, interrupt_on_signals, os_error, show_progress, writable_folder
     from taskbench.cli.report import publish
@@ -209,7 +228,7 @@ def run_nodes(config: RunConfig, nodes: int, delay_ms: float, console: Console, 
     interrupt_on_signals()
     try:
         runner = NodesRunner(config, nodes, delay_ms=delay_ms,
-                             say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
+                             say=say_on(console))
         result = runner.run()
     except HarnessError as exc:
         fail(str(exc))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from taskbench.cli._common import fail
+from taskbench.cli._common import fail, say_on
 
 
 def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payload: str | None, id_header: bool,
@@ -16,7 +16,6 @@ def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payl
                options: list[str]) -> None:
     """Build the target's config (every mistake one line, before anything starts), run it, print the table."""
     from rich.console import Console
-    from rich.markup import escape
 
     from taskbench.cli.run import _finish
     from taskbench.harness.commands.target import DEFAULT_LEDGER_URL, TargetConfig, TargetRunner
@@ -50,7 +49,7 @@ def run_target(target: str, *, load: dict[str, Any], redis_url: str | None, payl
                               first_execution=first_execution, keep=keep, promise_settings=settings)
     except ValueError as exc:
         fail(str(exc))
-    runner = TargetRunner(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
+    runner = TargetRunner(config, say=say_on(console))
     _finish(runner, console, render, output)
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from taskbench import params
-from taskbench.cli._common import backend_names, fail, interrupt_on_signals
+from taskbench.cli._common import backend_names, fail, interrupt_on_signals, say_on
 
 if TYPE_CHECKING:
     from taskbench.harness.commands.up import Stack
@@ -36,7 +36,6 @@ def up(
     """Start the live stack (Redis, brokers, APIs, workers, dashboards, Prometheus), print its URLs, stop on Ctrl-C."""
     from rich.console import Console
     from rich.live import Live
-    from rich.markup import escape
 
     from taskbench.harness import HarnessError
     from taskbench.harness.commands.up import Up, UpConfig, live_table
@@ -52,7 +51,7 @@ def up(
         fail(str(exc))
 
     interrupt_on_signals()
-    stack_up = Up(config, say=lambda text: console.print(f"[dim]{escape(text)}[/]"))
+    stack_up = Up(config, say=say_on(console))
     live: Live | None = None
 
     def show(stack: Stack, rows: list[dict[str, Any]]) -> None:

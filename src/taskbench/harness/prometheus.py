@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from taskbench.files import write_atomic
 from taskbench.harness import HarnessError
 from taskbench.procgroup import Managed
 from taskbench.wait import WaitTimeoutError, wait_until
@@ -81,9 +82,8 @@ class Prometheus:
         )
 
     def set_targets(self, targets: list[Target]) -> None:
-        tmp = self.targets_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([t.to_file_sd() for t in targets], indent=1))
-        tmp.replace(self.targets_path)  # atomic: Prometheus never reads half a file
+        # atomic: Prometheus never reads half a file
+        write_atomic(self.targets_path, json.dumps([t.to_file_sd() for t in targets], indent=1))
 
     def start(self, env: dict[str, str], timeout: float = 30.0) -> None:
         self.proc.start(env)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from taskbench import backends, brokers
+from taskbench.files import write_atomic
 
 BEGIN = "  # -- the backends: generated from their packages (python -m taskbench.k8s.compose); do not edit --"
 END = "  # -- end of the generated backends --"
@@ -71,9 +72,7 @@ def main(argv: list[str]) -> int:
             return 1
         return 0
     if new != text:
-        tmp = COMPOSE.with_name(f".{COMPOSE.name}.tmp")
-        tmp.write_text(new)
-        tmp.replace(COMPOSE)  # atomically: never a half-written compose file
+        write_atomic(COMPOSE, new)  # atomically: never a half-written compose file
     print(f"wrote {COMPOSE}")
     return 0
 

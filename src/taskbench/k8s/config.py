@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 
 from taskbench import backends, brokers
 from taskbench.driver import LoadSpec
+from taskbench.settings import check_run_id
 
 #: a Kubernetes name (RFC 1123 label): what a namespace and every object's name must be
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: a label's value (a run id is ``app.kubernetes.io/instance``): at most 63 characters, checked apart
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 #: the name every object starts with and the value of ``app.kubernetes.io/name``
 APP = "taskbench"
@@ -70,6 +73,10 @@ class Cluster:
             raise ValueError(f"{self.backend} runs on {', '.join(info.brokers)}, not {self.broker}")
         if not brokers.info(self.broker).can_be_ledger and self.broker_url is None:
             raise ValueError(f"--broker {self.broker}: give --broker-url (the in-cluster broker is Redis)")
+        check_run_id(self.run_id, "--run-id")  # a folder under --output when collected, a key prefix
+        if len(self.run_id) > 63 or not _LABEL_VALUE.match(self.run_id):  # app.kubernetes.io/instance
+            raise ValueError(f"--run-id {self.run_id!r}: a Kubernetes label value too (at most 63 characters, "
+                             "starting and ending with a letter or a digit)")
         if not _LABEL.match(self.namespace):
             raise ValueError(f"--namespace {self.namespace!r}: a Kubernetes name (lower case letters, digits, '-')")
         if self.namespace == "default" or self.namespace.startswith("kube-"):

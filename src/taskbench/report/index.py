@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from taskbench.files import write_atomic
 from taskbench.report.pace import pace, seconds
 from taskbench.report.page import document, esc, table
 from taskbench.results import RANKED_BY, QueueCase, Result, ResultFormatError, load
@@ -79,9 +80,7 @@ def write_index(folder: Path, warn: Callable[[str], None] | None = None) -> tupl
             table([("date (UTC)", "l"), ("what", "l"), ("command", "l"), ("commit", "l"),
                    ("headline figures", "l"), ("status", "l")], [cells for _, cells in rows]))
     target = folder / "index.html"
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(document("taskbench results", body))
-    tmp.replace(target)
+    write_atomic(target, document("taskbench results", body))
     return target, len(rows)
 
 

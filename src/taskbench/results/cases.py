@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from taskbench.redaction import redact_argv, redact_data, redact_text
+from taskbench.redaction import redact_argv, redact_text
 from taskbench.results.api_scrape import ApiScrapeRecord
 from taskbench.results.faults import FaultRecord
 from taskbench.results.limits import Cleanup, LimitAsked, LimitRecord, MetricsCheck
@@ -41,8 +41,6 @@ class CaseBase(Model):
     processes: dict[str, int] = {}
     repeats: list[RepeatRun] = []
     logs: str | None = None
-
-    _redacted_params = field_validator("params")(redact_data)
 
     @field_validator("failures")
     @classmethod
@@ -289,7 +287,6 @@ class Result(Model):
     # what a result records of command lines and URLs never holds a password: a file written before
     # this rule (or by hand) is masked when it is read, so no page renders one either
     _redacted_command = field_validator("command")(redact_argv)
-    _redacted_data = field_validator("config", "redis")(redact_data)
 
     def passed(self) -> bool:
         return not self.interrupted and all(passed(case) for case in self.cases)

@@ -10,9 +10,11 @@ whole result in :mod:`taskbench.results.cases`; files of older schemas are conve
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
+
+from taskbench.redaction import redact_data
 
 Status = Literal["ok", "errors", "failed"]
 #: the driver's error kind of a 409: the task id was already submitted in the run (an answer of the
@@ -23,6 +25,13 @@ CaseKind = Literal["queue", "http", "celery", "overhead"]
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # every string of a result, at any depth, is redacted as it is built, assigned or read: a URL's
+    # password or token (a label "target http://u:pw@…", a config value) never reaches a file or a page
+    @field_validator("*")
+    @classmethod
+    def _no_secret_in_any_string(cls, value: Any) -> Any:
+        return redact_data(value)
 
 
 #: the validation context key under which :class:`Figures` are checked (``results.parse``: a file read)

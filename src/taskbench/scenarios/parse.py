@@ -87,7 +87,7 @@ TOP_KEYS = {"name", "description", "kind", "seed", "article", "options", "defaul
 
 #: a scenario's name becomes a folder under --output and the start of every run id of its cases
 #: (``<name>-<YYYYmmddTHHMMSS>-<pid>``, then ``-<case>-<backend>``), which the processes' settings take
-#: as ``[A-Za-z0-9_.-]{1,64}``: so letters, digits, ``_``, ``.`` and ``-``, starting with a letter or digit
+#: as ``settings.RUN_ID_PATTERN``: so letters, digits, ``_``, ``.`` and ``-``, starting with a letter or digit
 #: (no ``/``, no ``..``, never a hidden folder), and short enough for the longest run id of its cases
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 RUN_ID_MAX = 64

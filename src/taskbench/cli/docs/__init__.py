@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from taskbench.cli.docs import help_text, promises, reference
+from taskbench.files import write_atomic
 
 DOCS = Path(__file__).resolve().parents[4] / "docs"
 #: a page's file name -> what renders it
@@ -36,8 +37,6 @@ def main(argv: list[str]) -> int:
     for name, render in PAGES.items():
         path, text = DOCS / name, render()
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            tmp = path.with_name(f".{name}.tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)  # atomically: never a half-written page
+            write_atomic(path, text)  # atomically: never a half-written page
             print(f"wrote {path}")
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from taskbench import backends, brokers
+from taskbench.files import write_atomic
 from taskbench.harness import HarnessError, progress
 from taskbench.harness.brokers import provide_broker
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
@@ -60,7 +61,7 @@ def run_drain(
                 rows += _drain_backend(name, meta, python, broker_env, redis, out, tasks=tasks, seconds=seconds,
                                        concurrency=concurrency, ledger_modes=ledger_modes, workload=workload,
                                        repeat=repeat, placement=placement, paired=paired, say=say)
-    (out / "drain.json").write_text(json.dumps(rows, indent=1))
+    write_atomic(out / "drain.json", json.dumps(rows, indent=1))
     return rows
 
 

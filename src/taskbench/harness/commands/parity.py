@@ -19,6 +19,7 @@ from typing import Any
 
 from taskbench import backends
 from taskbench.backends.shapes import Shape, Source
+from taskbench.files import write_atomic
 from taskbench.harness import HarnessError, progress
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
 from taskbench.harness.commands.drain import _drain_backend, drain_placement
@@ -77,7 +78,7 @@ def run_parity(sources: list[Source], *, rounds: int, output: Path, libraries: l
                                    _drain(shape, count, kind == "on", python, redis, meta, out, placement, say))
                         rows.append({"source": source.name, "library": shape.library, "round": round_,
                                      "kind": kind, "tasks": count, **row})
-                        (out / "parity.json").write_text(json.dumps(result, indent=1))
+                        write_atomic(out / "parity.json", json.dumps(result, indent=1))
     return result
 
 

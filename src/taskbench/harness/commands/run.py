@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from taskbench import backends, brokers
+from taskbench.files import write_atomic
 from taskbench.harness import HarnessError, progress
 from taskbench.harness.brokers import (
     PrivateServer,
@@ -42,10 +43,8 @@ def stamp() -> str:
 
 
 def write_result(path: Path, result: Result) -> None:
-    """Write atomically: a reader (or an interrupted run) never sees half a file."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(result.to_json())
-    tmp.replace(path)
+    """Write atomically: a reader (or an interrupted run) never sees half a file, a planted link is replaced."""
+    write_atomic(path, result.to_json())
 
 
 class Runner:

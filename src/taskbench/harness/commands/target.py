@@ -52,6 +52,7 @@ from taskbench.harness.processes.runs import registered
 from taskbench.harness.processes.stack import Stack
 from taskbench.ledger import Ledger, Outcomes
 from taskbench.net import listening
+from taskbench.redaction import redact, redact_text
 from taskbench.results import Cleanup, Promise, QueueCase, Result
 
 Say = Callable[[str], None]
@@ -93,7 +94,7 @@ class TargetConfig:
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
         if parts.scheme != "http" or not parts.hostname or parts.port is None:
-            raise ValueError(f"--target {self.url!r}: give http://127.0.0.1:PORT/path (plain HTTP, a port)")
+            raise ValueError(f"--target {self.shown!r}: give http://127.0.0.1:PORT/path (plain HTTP, a port)")
         RequestTemplate(host=parts.hostname, port=parts.port, path=parts.path or "/")  # loopback only
         if self.library is not None:
             backends.info(self.library)  # ValueError naming the known ones
@@ -109,6 +110,11 @@ class TargetConfig:
                              "(--no-id-header) nor in the payload (no \"{task_id}\" in --payload)")
         if not 0 < self.first_execution <= 600:
             raise ValueError("--first-execution must be in (0, 600] seconds")
+
+    @property
+    def shown(self) -> str:
+        """The target as every line and file names it: its user's password and its query's keys masked."""
+        return redact(self.url)
 
     @property
     def template(self) -> RequestTemplate:
@@ -129,10 +135,8 @@ class TargetConfig:
         return next((b for b in named if url and brokers.check_scheme(b, url) is None), named[0])
 
     def to_dict(self) -> dict[str, Any]:
-        from taskbench.harness.brokers.base import redact
-
         return {
-            "target": self.url, "workload": f"target {self.url}", "load": dataclasses.asdict(self.load),
+            "target": self.shown, "workload": f"target {self.shown}", "load": dataclasses.asdict(self.load),
             "ledger_url": redact(self.ledger_url), "payload": self.payload, "id_header": self.id_header,
             "library": self.library, "enqueue_mode": self.enqueue_mode, "worker_cmd": self.worker_cmd,
             "worker_pid": self.worker_pid, "api_cmd": self.api_cmd,
@@ -194,7 +198,7 @@ class TargetCase(Pipeline):
         self.cfg, self.logs = cfg, logs
         durable = cfg.enqueue_mode == "awaited"
         has_worker = cfg.worker_cmd is not None or cfg.worker_pid is not None
-        case = QueueCase(backend=cfg.library or "target", label=f"target {cfg.url}", workload=f"target {cfg.url}",
+        case = QueueCase(backend=cfg.library or "target", label=f"target {cfg.shown}", workload=f"target {cfg.shown}",
                          enqueue_mode=cfg.enqueue_mode, durable=durable, has_worker=has_worker,
                          durability="" if durable else "after-response enqueue: the 2xx comes before the broker "
                                                        "has the task", workers=1 if has_worker else 0,
@@ -214,10 +218,10 @@ class TargetCase(Pipeline):
     def start(self) -> None:
         cfg, stack, logs = self.cfg, self.stack, self.logs
         if cfg.worker_cmd is not None:
-            self.say(f"starting your worker: {cfg.worker_cmd} (its log: {logs / 'worker-0.log'})")
+            self.say(f"starting your worker: {redact_text(cfg.worker_cmd)} (its log: {logs / 'worker-0.log'})")
             stack.start("worker-0", ["/bin/sh", "-c", cfg.worker_cmd], logs / "worker-0.log", role="workers")
         if cfg.api_cmd is not None:
-            self.say(f"starting your API: {cfg.api_cmd} (its log: {logs / 'api.log'})")
+            self.say(f"starting your API: {redact_text(cfg.api_cmd)} (its log: {logs / 'api.log'})")
             stack.start("api", ["/bin/sh", "-c", cfg.api_cmd], logs / "api.log", role="api")
             port = cfg.template.port
             stack.wait_ready(lambda: listening(port), timeout=cfg.startup_timeout,
@@ -237,7 +241,7 @@ class TargetCase(Pipeline):
             if injector is not None:
                 injector.started()
 
-        self.say(f"load: {cfg.url}, {spec.model} model, {spec.users} users; the task reference in "
+        self.say(f"load: {cfg.shown}, {spec.model} model, {spec.users} users; the task reference in "
                  + ("the X-Taskbench-Task header" if cfg.id_header else "the payload"))
         load_start = time.time()
         if injector is not None:
@@ -326,12 +330,10 @@ class TargetCase(Pipeline):
         stop.set()
 
     def _missing_message(self, ok: int, errors: dict[str, int]) -> str:
-        from taskbench.harness.brokers.base import redact
-
         cfg = self.cfg
         within = f"within {cfg.first_execution:g} s of load"
         if not ok:
-            return (f"the load stopped: {cfg.url} answered none of its requests with a 2xx {within} "
+            return (f"the load stopped: {cfg.shown} answered none of its requests with a 2xx {within} "
                     f"(errors: {', '.join(f'{k} {v}' for k, v in sorted(errors.items())) or 'none'})")
         return (f"the load stopped: no execution reached the ledger ({describe(cfg.ledger_url)}) {within}, "
                 f"though {ok} requests were answered 2xx: the instrumentation is missing. Wrap the task function "
@@ -372,7 +374,7 @@ def reachable(url: str, timeout: float = 3.0) -> None:
         with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
             pass
     except OSError as exc:
-        raise HarnessError(f"the target {url} is down: {parts.hostname}:{parts.port} "
+        raise HarnessError(f"the target {redact(url)} is down: {parts.hostname}:{parts.port} "
                            f"{'refused the connection' if isinstance(exc, ConnectionRefusedError) else exc}; "
                            "start your service first (its API, its workers, its broker)") from None
 

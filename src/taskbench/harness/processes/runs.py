@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from taskbench.files import write_atomic
 from taskbench.procgroup import OWNER_ENV
 
 __all__ = ["RunRecord", "leftovers", "registered", "runs_dir"]
@@ -155,9 +156,7 @@ def registered(output: Path, say: Say) -> Iterator[RunRecord]:
                        output=str(output.resolve()), command=" ".join(Path(a).name for a in sys.argv[:2]),
                        started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     path = folder / f"{record.pid}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(record)))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(asdict(record)))
     saved = os.environ.get(OWNER_ENV)
     os.environ[OWNER_ENV] = record.marker
     try:
