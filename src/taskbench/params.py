@@ -18,6 +18,7 @@ Neutral: imports nothing from the harness, the driver, the scenarios or the CLI.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -78,6 +79,8 @@ class Param:
             ok = True
         if not ok:
             return f"{name} must be {self.type.__name__}, got {value!r}"
+        if isinstance(value, float) and not math.isfinite(value):  # NaN fails no comparison of a bound
+            return f"{name} must be a finite number, got {value!r}"
         if self.choices and value not in self.choices:
             if option:
                 listed = f"{', '.join(self.choices[:-1])} or {self.choices[-1]}"

@@ -15,12 +15,17 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+from taskbench import inputs
+
 #: the text replaced by each request's task id
 PLACEHOLDER: Final = "{task_id}"
 #: the template without ``--payload``: the callable still gets its task's id
 DEFAULT: Final[dict[str, Any]] = {"task_id": PLACEHOLDER}
 #: a template larger than this is refused: it travels in every request and every message
 MAX_BYTES: Final = 12_000
+#: a template nested deeper than this is refused: the API's parser, the brokers' serializers and the
+#: user's own code each recurse once a level (the API's body holds it one level down)
+MAX_DEPTH: Final = 64
 
 
 class PayloadError(ValueError):
@@ -31,15 +36,15 @@ def read(path: str | Path) -> dict[str, Any]:
     """The template in ``path``: a JSON object (PayloadError in one line otherwise)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise PayloadError(f"--payload {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise PayloadError(f"--payload {path}: {len(raw)} bytes, more than the {MAX_BYTES} a task may carry")
+        text = inputs.read_text(path, MAX_BYTES)
+    except inputs.TooLargeError:
+        raise PayloadError(f"--payload {path}: larger than the {MAX_BYTES:,} bytes a task may carry") from None
+    except inputs.InputError as exc:
+        raise PayloadError(f"--payload {path}: {exc}") from None
+    if inputs.too_deep(text, MAX_DEPTH):
+        raise PayloadError(f"--payload {path}: nested deeper than {MAX_DEPTH} levels of arrays and objects")
     try:
-        value = json.loads(raw.decode("utf-8"), parse_constant=_refuse)
-    except UnicodeDecodeError:
-        raise PayloadError(f"--payload {path}: not UTF-8") from None
+        value = json.loads(text, parse_constant=_refuse)
     except (json.JSONDecodeError, ValueError) as exc:
         raise PayloadError(f"--payload {path}: not JSON: {exc}") from None
     if not isinstance(value, dict):

@@ -154,3 +154,62 @@ def test_a_file_that_never_ends_or_is_no_file_is_one_line(tmp_path: Path, cli: C
     assert_one_line_error(cli("compare", str(good), "/dev/zero"), "not a regular file")
     assert_one_line_error(cli("report", str(tmp_path)), f"cannot read {tmp_path}: Is a directory")
     assert_one_line_error(cli("report", str(tmp_path / "missing.json")), "No such file or directory")
+
+
+@pytest.mark.parametrize(("version", "message"), [
+    (True, "schema version true: a whole number from 1 to"),
+    (False, "schema version false"),
+    (-1, "schema version -1"),
+    (0, "schema version 0"),
+    ("2", 'schema version "2"'),
+    (2.0, "schema version 2.0"),
+    ([2], "schema version [2]"),
+    ({"v": 2}, 'schema version {"v": 2}'),
+    (None, "no schema version"),
+    (99, "written by a newer taskbench (schema 99)"),
+])
+def test_a_schema_version_that_is_no_whole_number_from_one_is_refused(version: object, message: str,
+                                                                      tmp_path: Path, cli: Cli) -> None:
+    data = json.loads(queue_run().to_json())
+    data["schema_version"] = version
+    bad, good = tmp_path / "bad.json", tmp_path / "good.json"
+    bad.write_text(json.dumps(data))
+    good.write_text(queue_run().to_json())
+    assert_one_line_error(cli("report", str(bad)), message)
+    assert_one_line_error(cli("compare", str(good), str(bad)), message)
+
+
+#: what a crafted result could send a terminal: a new title, a cleared screen, colour, a C1 CSI, a bell
+ESCAPES = ("\x1b]0;owned\x07", "\x1b[2J", "\x1b[31m", "\x9b6n", "\x07", "\x08\x08", "\r", "\x7f", "\x00")
+
+
+def _crafted(folder: Path, name: str) -> Path:
+    data = json.loads(queue_run().to_json())
+    trail = "".join(ESCAPES)
+    data["command"] = ["taskbench", "run" + trail]
+    data["cases"][0]["label"] = "arq" + trail
+    data["cases"][0]["failures"] = ["failed" + trail]
+    data["cases"][0]["status"] = "failed"
+    path = folder / name / "result.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _raw(out: CliResult) -> list[str]:
+    text = out.stdout + out.stderr
+    return [escape for escape in ESCAPES if escape.strip("\x1b\x9b") and escape in text] + \
+        [char for char in "\x1b\x9b\x07\x08\r\x7f\x00" if char in text]
+
+
+def test_a_crafted_results_control_characters_never_reach_the_terminal_raw(tmp_path: Path, cli: Cli) -> None:
+    first, second = _crafted(tmp_path, "first"), _crafted(tmp_path, "second")
+    for args in (["report", str(first)], ["report", str(first), "--format", "json"],
+                 ["compare", str(first), str(second)], ["compare", str(first), str(second), "--format", "json"],
+                 ["compare", str(first), "--fail-if", "lost >= 0"]):
+        out = cli(*args)
+        assert out.exit_code in (0, 1), (args, out.output)
+        assert not _raw(out), (args, _raw(out))
+    shown = cli("report", str(first)).stdout
+    assert "failed\\x1b]0;owned\\x07" in shown  # written out, so the reader sees what the file holds
+    assert json.loads(cli("report", str(first), "--format", "json").stdout)["cases"][0]["label"].startswith("arq\x1b")

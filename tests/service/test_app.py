@@ -31,6 +31,7 @@ from taskbench.wait import wait_until
 from tests.helpers import assert_one_line_error, request, served
 
 URL = "/api/v1/incr/io/simple/background"
+USER_URL = "/api/v1/incr/user/task/background"
 
 
 @pytest.fixture
@@ -112,7 +113,12 @@ def test_empty_body_gets_defaults(api: int, client: redis.Redis, run_id: str) ->
         (URL, '{"value": 7.5}', 422, "valid integer"),
         (URL, '{"value": NaN}', 422, "valid integer"),
         (URL, '{"task_id": 7}', 422, "valid string"),
-        (URL, '[' * 2000 + ']' * 2000, 400, "error parsing the body"),
+        # nested deeper than a payload may be, one level down: 400 naming the limit, before the parser recurses
+        (URL, '[' * 2000 + ']' * 2000, 400, "deeper than 65 levels"),
+        (USER_URL, '{"payload": {"a": ' + '[' * 1900 + ']' * 1900 + '}}', 400, "deeper than 65 levels"),
+        (USER_URL, '{"payload": ' + '{"a":' * 680 + '1' + '}' * 680 + '}', 400, "deeper than 65 levels"),
+        (USER_URL, '{"payload": {"a": ' + '[' * 65 + ']' * 65 + '}}', 400, "deeper than 65 levels"),
+        (URL, '{"a": [{"b": [' + '{"c": [' * 40 + ']}' * 40 + ']}]}', 400, "deeper than 65 levels"),
         # a lone surrogate (JSON's "\ud800") in a string, a key, nested: echoed escaped, never a 500
         (URL, r'{"task_id": "\ud800"}', 422, "unicode string"),
         (URL, r'{"value": "\udfff"}', 422, "valid integer"),
@@ -142,6 +148,14 @@ def test_bad_input_gets_4xx_with_message(
     # nothing ran: a good request sent after it is the only task that executes
     assert request(api, "POST", URL, '{"task_id": "after-bad"}')[0] == 202
     assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"after-bad": 1}
+
+
+def test_a_body_nested_to_the_limit_is_taken(api: int, client: redis.Redis, run_id: str) -> None:
+    # the deepest payload `--payload` takes, one level down in the body; brackets in a string are text
+    deepest = "[" * 63 + '"[[[[' + "[" * 100 + '"' + "]" * 63
+    status, answer = request(api, "POST", URL, '{"task_id": "deepest", "payload": {"a": ' + deepest + "}}")
+    assert status == 202, answer
+    assert _wait_executed(client, f"taskbench:{run_id}:", 1) == {"deepest": 1}
 
 
 def test_oversized_body_is_refused(api: int, client: redis.Redis, run_id: str) -> None:

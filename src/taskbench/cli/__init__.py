@@ -28,9 +28,10 @@ from taskbench.cli import (
     soak,
     up,
 )
+from taskbench.cli._common import App
 
 
-class _App(typer.Typer):
+class _App(App):
     """The app, taking ``--soak`` without its value (:func:`taskbench.cli.soak.with_optional_values`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

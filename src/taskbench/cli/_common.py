@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 if TYPE_CHECKING:
     from taskbench.harness.commands.run import Runner
@@ -26,10 +28,41 @@ BrokerOpt = Annotated[str | None, typer.Option(help="redis | rabbitmq | nats (de
 BrokerUrl = Annotated[str | None, typer.Option(help="broker URL (default: the broker's local default)")]
 
 
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+class FiniteCommand(TyperCommand):
+    """A command whose every number is finite: the one check of NaN and infinities on the command line.
+
+    Click's float type reads ``nan``, ``inf`` and ``1e999``, and its range check lets NaN through (every
+    comparison with NaN is false): ``--soak-memory-bound nan`` would judge any leak ok. Every value of
+    every option and argument, a parser's result or a list's items too, is checked here once parsed."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        rest = super().parse_args(ctx, args)
+        params: list[Any] = self.get_params(ctx)  # typer's own parameters, whatever its stubs say
+        for param in params:
+            value = ctx.params.get(param.name) if param.name else None
+            for item in value if isinstance(value, list | tuple) else (value,):
+                if isinstance(item, float) and not math.isfinite(item):
+                    raise typer.BadParameter(f"must be a finite number, got {item}", ctx=ctx, param=param)
+        return rest
+
+
+class App(typer.Typer):
+    """A typer app whose commands are :class:`FiniteCommand` (the main app and ``deploy``)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[_Command], _Command]:
+        kwargs.setdefault("cls", FiniteCommand)
+        return super().command(*args, **kwargs)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     from taskbench.redaction import redact_text
+    from taskbench.terminal import printable
 
-    typer.secho(f"taskbench: {redact_text(message)}", err=True, fg=typer.colors.RED)
+    # a message may quote a file's text: its escapes are written out, never sent raw to the terminal
+    typer.secho(f"taskbench: {printable(redact_text(message))}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code)
 
 

@@ -10,6 +10,7 @@ import typer
 
 from taskbench.cli._common import fail
 from taskbench.cli.report import write_or_fail
+from taskbench.terminal import console, json_text, printable
 from taskbench.units import Percent
 
 if TYPE_CHECKING:
@@ -117,8 +118,6 @@ def _verdict(loaded: list[Result], labels: list[str], comparisons: list[Comparis
     """Show the comparison, check the objectives against every later result (the only one, alone), exit."""
     import json
 
-    from rich.console import Console
-
     from taskbench.report.compare_view import render, render_html, verdict_json
     from taskbench.report.objectives import check, describe
 
@@ -127,20 +126,20 @@ def _verdict(loaded: list[Result], labels: list[str], comparisons: list[Comparis
     regressions = [(f"{cmp.label_b}: " if len(comparisons) > 1 else "") + name
                    for cmp in comparisons for name in cmp.regressions]
     status = 1 if regressions or not all(c.passed for c in checks) else 0
-    console = Console()
+    out = console()
     if format == "html":
         target = output or Path("compare.html")
         write_or_fail(target, render_html(loaded, labels, comparisons, threshold=threshold, alpha=alpha))
-        console.print(str(target), markup=False)
+        out.print(str(target), markup=False)
     elif format == "json":
-        typer.echo(json.dumps(verdict_json(comparisons, checks, status), indent=2))
+        typer.echo(json_text(json.dumps(verdict_json(comparisons, checks, status), indent=2)))
     else:
         for cmp in comparisons:
-            render(cmp, console, threshold=threshold, alpha=alpha)
+            render(cmp, out, threshold=threshold, alpha=alpha)
     for c in checks:
-        typer.secho(describe(c), err=True, fg=None if c.passed else typer.colors.RED)
+        typer.secho(printable(describe(c)), err=True, fg=None if c.passed else typer.colors.RED)
     if regressions:
-        typer.secho("regressed: " + "; ".join(regressions), err=True, fg=typer.colors.RED)
+        typer.secho(printable("regressed: " + "; ".join(regressions)), err=True, fg=typer.colors.RED)
     elif comparisons:
         typer.echo("no metric got significantly worse", err=True)
     if status:

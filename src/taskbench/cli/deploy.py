@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 
 from taskbench import params
-from taskbench.cli._common import fail
+from taskbench.cli._common import App, fail
 from taskbench.files import write_atomic
 
-app = typer.Typer(no_args_is_help=True, help="Render what runs the benchmark elsewhere: `deploy k8s`.")
+app = App(no_args_is_help=True, help="Render what runs the benchmark elsewhere: `deploy k8s`.")
 
 Cpus = Annotated[float | None, typer.Option(min=0.01, max=1024, help="cores, requested and limited")]
 Memory = Annotated[int | None, typer.Option(min=16, max=1_048_576, help="MB, requested and limited")]

@@ -10,6 +10,9 @@ import typer
 from taskbench.cli._common import INTERRUPTED, fail, interrupt_on_signals, os_error, show_progress, writable_folder
 from taskbench.units import Duration
 
+#: a parity.json larger than this is not one that `parity` wrote
+PARITY_BYTES = 16 * 1024 * 1024
+
 
 def parity(
     sources: Annotated[str, typer.Option(
@@ -93,14 +96,17 @@ def _render_again(source_files: list[Path], format: str) -> None:
     import json
     import sys
 
+    from taskbench import inputs
     from taskbench.report.parity import markdown, merge
 
     results = []
     for path in source_files:
         try:
-            results.append(json.loads(path.read_text()))
-        except (OSError, ValueError) as exc:
-            fail(f"{path}: not a parity.json ({exc})")
+            results.append(json.loads(inputs.read_text(path, PARITY_BYTES)))
+        except inputs.InputError as exc:
+            fail(f"cannot read {path}: {exc}")
+        except (ValueError, RecursionError) as exc:
+            fail(f"{path}: not a parity.json ({str(exc).splitlines()[0]})")
     try:
         result = merge(results)
         text = markdown(result)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from taskbench.cli._common import fail
+from taskbench.terminal import console, json_text, printable
 
 if TYPE_CHECKING:
     from taskbench.results import Result
@@ -37,7 +38,7 @@ def report(
         if not folder.is_dir():
             fail(f"{folder} is not a folder of results")
         try:
-            path, count = write_index(folder, warn=lambda text: typer.secho(f"taskbench: {text}", err=True,
+            path, count = write_index(folder, warn=lambda text: typer.secho(f"taskbench: {printable(text)}", err=True,
                                                                             fg=typer.colors.YELLOW))
         except OSError as exc:
             fail(f"cannot write {folder / 'index.html'}: {exc.strerror}")
@@ -59,31 +60,29 @@ def report(
         typer.echo(str(target))
         return
     if format == "json":
-        sys.stdout.write(data.to_json() + "\n")
+        sys.stdout.write(json_text(data.to_json()) + "\n")
         return
-    from rich.console import Console
-
     if data.kind == "overhead":
         from taskbench.report import overhead
 
         if format == "markdown":
             fail("--format markdown renders scenario results; this is an `overhead` result")
-        overhead.render(data, Console())
+        overhead.render(data, console())
         return
     if data.kind == "scenario":
         from taskbench.report import scenario as scenario_report
 
         if format == "markdown":
-            sys.stdout.write(scenario_report.markdown(data))
+            sys.stdout.write(printable(scenario_report.markdown(data)))
         else:
-            scenario_report.render(data, Console())
+            scenario_report.render(data, console())
         return
     if format == "markdown":
         fail("--format markdown renders scenario results; this is a `run` result")
 
     from taskbench.report.table import render
 
-    render(data, Console())
+    render(data, console())
 
 
 def write_or_fail(target: Path, text: str) -> None:

@@ -23,6 +23,8 @@ from taskbench.cli._common import RedisUrl, RunId, export, fail, say_on, setting
 
 #: the collector's result line in its log: this marker, a space, the result's JSON on one line
 RESULT_MARKER = "TASKBENCH-RESULT"
+#: a collector's log longer than this is not one (its result line is a few hundred KB at most)
+LOG_BYTES = 64 * 1024 * 1024
 
 
 def drive(
@@ -165,22 +167,26 @@ def collect(
     as any run's."""
     import json
 
-    from rich.console import Console
-
+    from taskbench import inputs
     from taskbench.cli.report import publish
     from taskbench.files import write_atomic
     from taskbench.report.table import render
     from taskbench.results import ResultFormatError, parse
+    from taskbench.terminal import console
 
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = sys.stdin.read(LOG_BYTES + 1) if source == "-" else inputs.read_text(source, LOG_BYTES)
+    except (OSError, UnicodeDecodeError, inputs.InputError) as exc:
         fail(f"cannot read {source}: {exc}")
+    if len(text) > LOG_BYTES:
+        fail(f"cannot read {source}: larger than {LOG_BYTES:,} characters")
     lines = [line for line in text.splitlines() if line.startswith(f"{RESULT_MARKER} ")]
     if not lines:
         fail(f"{source}: no {RESULT_MARKER} line: is it the collector's log, and has the collector finished?")
     try:
         result = parse(json.loads(lines[-1][len(RESULT_MARKER) + 1:]))
+    except RecursionError:
+        fail(f"{source}: the result line is not a taskbench result (JSON nested too deep)")
     except (ValueError, ResultFormatError) as exc:
         fail(f"{source}: the result line is not a taskbench result: {str(exc).splitlines()[0]}")
     path = _result_path(output, result.run_id, source)
@@ -188,7 +194,7 @@ def collect(
         write_atomic(path, result.to_json())
     except OSError as exc:
         fail(f"cannot write {path}: {exc.strerror or exc}")
-    render(result, Console())
+    render(result, console())
     typer.echo(f"result: {path}")
     publish(result, path, output, typer.echo)
     if not result.passed():

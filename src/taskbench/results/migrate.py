@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from taskbench import inputs
 from taskbench.results.cases import SCHEMA_VERSION, Result
 from taskbench.results.model import FIGURES_CHECKED
 
@@ -27,17 +28,17 @@ class ResultFormatError(ValueError):
 
 #: deeper than this, a result is not one taskbench wrote (its deepest path is about 8 levels)
 MAX_DEPTH = 32
+#: larger than this, a result is not one taskbench wrote (a day's soak writes a few MB)
+MAX_BYTES = 64 * 1024 * 1024
 
 
 def load(path: Path) -> Result:
     """Read, upgrade and validate a result file; anything wrong with it is one :class:`ResultFormatError`
     naming the file (never a traceback: not UTF-8, nested too deep, an impossible figure)."""
-    if path.exists() and not path.is_file() and not path.is_dir():  # a FIFO or /dev/zero would never end
-        raise ResultFormatError(f"cannot read {path}: not a regular file")
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ResultFormatError(f"cannot read {path}: {exc.strerror}") from None
+        raw = inputs.read_bytes(path, MAX_BYTES)
+    except inputs.InputError as exc:
+        raise ResultFormatError(f"cannot read {path}: {exc}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -65,8 +66,12 @@ def parse(data: Any) -> Result:
         raise ResultFormatError("not a taskbench result (not a JSON object)")
     _check_numbers(data)
     version = data.get("schema_version", data.get("schema"))
-    if not isinstance(version, int):
+    if version is None:
         raise ResultFormatError("not a taskbench result (no schema version)")
+    # a bool is an int to Python: `true` would read as schema 1
+    if type(version) is not int or version < 1:
+        raise ResultFormatError(f"not a taskbench result (schema version {_shown(version)}: a whole number "
+                                f"from 1 to {SCHEMA_VERSION} is needed)")
     if version > SCHEMA_VERSION:
         raise ResultFormatError(f"written by a newer taskbench (schema {version}); this one reads "
                                 f"schemas 1 to {SCHEMA_VERSION}")
@@ -79,6 +84,12 @@ def parse(data: Any) -> Result:
         where = ".".join(str(p) for p in first["loc"])
         raise ResultFormatError(f"not a valid taskbench result: {where}: {first['msg'].removeprefix('Value error, ')} "
                                 f"({exc.error_count()} problem(s))") from None
+
+
+def _shown(value: Any) -> str:
+    """A value of the file in an error: as JSON spells it, cut short."""
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_numbers(data: Any) -> None:

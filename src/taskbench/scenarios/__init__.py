@@ -28,9 +28,9 @@ def resolve(name_or_path: str, profile: str | None = None) -> Scenario:
 
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or "/" in name_or_path:
-        if not candidate.is_file():
+        if not candidate.exists():
             raise ScenarioError(f"{candidate}: no such scenario file")
-        return load(candidate, profile)
+        return load(candidate, profile)  # a folder or a FIFO: load says what it is
     path = FILES / f"{name_or_path}.toml"
     if not path.is_file():
         names = ", ".join(p.stem for p in shipped())

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+import string
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,9 @@ FIGURES = {
     "errors_pct": float,
     "tasks_per_s": float, "elapsed_s": float, "concurrency": float, "note": str,
 }
+
+#: a label's field: a parameter's name
+_FIELD = re.compile(r"[a-z_][a-z0-9_]*")
 
 # kind -> parameter name -> its declaration (type, default, bounds or choices, help) in the schema
 PARAMETERS: dict[str, dict[str, schema.Param]] = {kind: schema.for_kind(kind) for kind in schema.KINDS}
@@ -80,6 +85,27 @@ class Checker:
         where = f"{self.path}:{line}" if line else str(self.path)
         return ScenarioError(f"{where}: {message}")
 
+    def check_finite(self) -> None:
+        """Every number of the file finite, wherever it is (a parameter, a limit, a phase, a figure, a
+        library's setting): TOML writes ``nan``, ``inf`` and ``-inf``, and ``1e999`` reads as infinity.
+        A NaN passes every bound (each comparison with it is false), so it is refused here, once."""
+        todo: list[tuple[Any, str, int, list[str]]] = [(self.data, "", 0, [])]
+        while todo:
+            value, table, nth, keys = todo.pop()
+            if isinstance(value, float) and not math.isfinite(value):
+                line = self.lines.locate(table, keys, nth) or self.lines.locate("", keys)
+                where = f"{self.path}:{line}" if line else str(self.path)
+                name = ".".join(part for part in (table, *keys) if part)
+                raise ScenarioError(f"{where}: {name} must be a finite number, got {value}")
+            if isinstance(value, dict):
+                todo.extend((v, table, nth, [*keys, str(k)]) for k, v in value.items())
+            elif isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, dict) and keys:  # an array of tables: [[case]], [[phases]]
+                        todo.append((item, ".".join(part for part in (table, *keys) if part), i, []))
+                    else:
+                        todo.append((item, table, nth, keys))
+
     def _table(self, name: str) -> dict[str, Any]:
         value = self.data.get(name, {})
         if not isinstance(value, dict):
@@ -118,6 +144,11 @@ class Checker:
         problem = params[key].problem(value)
         if problem:
             raise self.fail(problem, table, line_key, nth)
+        if key == "label" and "{" in value:  # a label without a field is its text (the builder fills no other)
+            try:
+                label_fields(value)
+            except ValueError as exc:
+                raise self.fail(f"label {_cut(repr(value))}: {exc}", table, line_key, nth) from None
         if key == "limits" and value not in limit_sets:
             raise self.fail(f"no limit set {value!r}; defined: {', '.join(limit_sets) or 'none'}",
                             table, line_key, nth)
@@ -176,6 +207,33 @@ class Checker:
             raise self.fail("a case has neither 'requests' nor 'duration': every load must be bounded")
         if params.get("model") == "open" and "rate" not in params:
             raise self.fail("the open model needs 'rate'")
+
+
+def label_fields(template: str) -> list[tuple[str, str | None]]:
+    """A label template as (text, field name or None) pieces; ``{{`` and ``}}`` are braces.
+
+    A field is a parameter's name and nothing else: a format spec (``{backend:>299999999}`` would pad to
+    300 MB), an attribute or an index (``{backend.__class__}``), a conversion (``!r``) or a positional
+    field (``{0}``, ``{}``) is a ValueError, so a label never runs str.format on a file's text."""
+    pieces: list[tuple[str, str | None]] = []
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:  # a lone { or }
+        raise ValueError(f"{exc}; write {{{{ and }}}} for a brace") from None
+    for text, name, spec, conversion in parsed:
+        if name is None:
+            pieces.append((text, None))
+            continue
+        written = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+        if not _FIELD.fullmatch(name) or spec or conversion:
+            raise ValueError(f"{_cut(written)} is no field: a field is a parameter's name, such as {{backend}}, "
+                             "with no format, attribute, index or conversion")
+        pieces.append((text, name))
+    return pieces
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _num(value: Any) -> float | None:

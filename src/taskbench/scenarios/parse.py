@@ -67,10 +67,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from taskbench import inputs
 from taskbench import params as schema
 from taskbench.harness.load import phases as load_phases
 from taskbench.harness.processes.cgroups import Limit
-from taskbench.scenarios import layers, selector
+from taskbench.scenarios import checks, layers, selector
 from taskbench.scenarios.checks import COMPONENTS, FIGURES, PARAMETERS, Checker, ScenarioError
 
 # the checks live in scenarios/checks.py; their tables and error stay importable from here
@@ -84,6 +85,9 @@ _LOAD_KEYS = frozenset(p.name for p in schema.SCHEMA if p.kinds == ("queue", "ht
 TOP_KEYS = {"name", "description", "kind", "seed", "article", "options", "defaults", "matrix", "case", "limits",
             "profile", "phases"}
 
+
+#: larger than this, a file is no scenario (the largest shipped is a few KB)
+MAX_BYTES = 1024 * 1024
 
 #: a scenario's name becomes a folder under --output and the start of every run id of its cases
 #: (``<name>-<YYYYmmddTHHMMSS>-<pid>``, then ``-<case>-<backend>``), which the processes' settings take
@@ -172,11 +176,13 @@ def load(path: Path, profile: str | None = None) -> Scenario:
 
     ``profile`` names a ``[profile.NAME]`` table of the file whose values override every case."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+        raw = inputs.read_bytes(path, MAX_BYTES)
+    except inputs.InputError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc}") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        line = raw[:exc.start].count(b"\n") + 1
         raise ScenarioError(f"{path}:{line}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     try:
         data = tomllib.loads(text)
@@ -198,6 +204,7 @@ class _Builder(Checker):
 
     def build(self) -> Scenario:
         data = self.data
+        self.check_finite()
         for key in data:
             if key not in TOP_KEYS:
                 raise self.fail(f"unknown key {key!r}; known: {', '.join(sorted(TOP_KEYS))}", "", key)
@@ -329,14 +336,13 @@ class _Builder(Checker):
         """A label template such as ``"{backend} at {limits}"``, filled with the case's values."""
         template = str(params["label"])
         where = ("defaults", "label") if defaults.get("label") == template else ("case", "label")
-        values = {k: (f"{v:g}" if isinstance(v, float) else v) for k, v in params.items()}
-        try:
-            return template.format(**values)
-        except KeyError as exc:
-            raise self.fail(f"label {template!r} names {exc.args[0]!r}, which this case does not set",
-                            *where) from None
-        except (ValueError, IndexError) as exc:
-            raise self.fail(f"label {template!r}: {exc}", *where) from None
+        values = {k: (f"{v:g}" if isinstance(v, float) else str(v)) for k, v in params.items()}
+        out = []
+        for text, name in checks.label_fields(template):  # checked with its line by Checker._check
+            if name is not None and name not in values:
+                raise self.fail(f"label {template!r} names {name!r}, which this case does not set", *where)
+            out.append(text if name is None else text + values[name])
+        return "".join(out)
 
     def _selected(self, block: dict[str, Any], nth: int) -> dict[str, Any]:
         """A block whose ``backend = { broker = ..., ... }`` selector is the list of the backends it selects."""

@@ -3,8 +3,9 @@
 Strict means no coercion: ``"7"`` and ``true`` are not integers, ``false`` is not a time. Bounded
 means every number has a range a benchmark can use: ``enqueued_at`` is a finite unix time between
 2000 and 2100 (NaN, ±Infinity and ``1e309`` are refused), so one request cannot put ``inf`` in the
-ledger or 1.8e9 s into the queue-wait histogram. A body is JSON text in UTF-8 or a 400
-(:class:`Utf8Route`), and every error renders whatever the client sent (:func:`renderable`).
+ledger or 1.8e9 s into the queue-wait histogram. A body is JSON text in UTF-8, nested no deeper than
+:data:`MAX_DEPTH`, or a 400 (:class:`Utf8Route`), and every error renders whatever the client sent
+(:func:`renderable`).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from taskbench import inputs, payload
 from taskbench.messages import TASK_ID_PATTERN
 
 #: unix seconds: 2000-01-01 and 2100-01-01 UTC, the range ``enqueued_at`` must be in
 EARLIEST: Final = 946_684_800.0
 LATEST: Final = 4_102_444_800.0
+#: a body's deepest nesting: a payload's own (the CLI's limit on ``--payload``) one level down
+MAX_DEPTH: Final = payload.MAX_DEPTH + 1
 
 
 def _whole(value: Any) -> Any:
@@ -60,7 +64,7 @@ class TaskIn(BaseModel):
     payload: dict[str, Any] | None = Field(
         default=None,
         description="the JSON object a user's task gets (route user/task, --workload module:callable); "
-                    "bounded by the body's size",
+                    f"bounded by the body's size and nested at most {payload.MAX_DEPTH} levels",
     )
 
 
@@ -212,6 +216,9 @@ class Utf8Route(APIRoute):
             problem = not_utf8(body)
             if problem is not None:
                 raise HTTPException(400, problem)
+            # the parser would recurse a level at a time and fail near 1,000 with a message naming no limit
+            if inputs.too_deep(body, MAX_DEPTH):
+                raise HTTPException(400, f"the body nests arrays and objects deeper than {MAX_DEPTH} levels")
             response: Response = await handler(request)
             return response
 

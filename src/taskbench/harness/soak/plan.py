@@ -21,6 +21,7 @@ The defaults, and why:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from taskbench import units
@@ -63,8 +64,10 @@ class SoakSpec:
             raise ValueError("--soak: the duration must be between 10 s and 24 h")
         if not 0 < self.fraction <= 1:
             raise ValueError(f"--soak-share must be more than 0% and at most 100%, got {100 * self.fraction:g}%")
-        if self.memory_mb_per_h <= 0 or self.latency_share_per_h <= 0 or self.backlog_share_per_h <= 0:
-            raise ValueError("--soak-memory-bound, --soak-latency-bound and the backlog's bound must be > 0")
+        bounds = (self.memory_mb_per_h, self.latency_share_per_h, self.backlog_share_per_h)
+        if not all(0 < bound < math.inf for bound in bounds):  # NaN too: every drift would pass it
+            raise ValueError("--soak-memory-bound, --soak-latency-bound and the backlog's bound must be finite "
+                             "and > 0")
         if not 0 <= self.warmup_share < 1:
             raise ValueError(f"the soak's warm-up share must be in [0, 1), got {self.warmup_share}")
         if self.max_points < 8 or self.max_points % 2:
