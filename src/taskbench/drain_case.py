@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 from taskbench import backends
 from taskbench.backends.base import ServiceContext
 from taskbench.ledger import Ledger
-from taskbench.messages import NOOP, TaskMessage
+from taskbench.messages import NOOP, USER_TASK, WORKLOADS, TaskMessage
+from taskbench.payload import fill
 from taskbench.procgroup import Managed, tree_cpu_seconds
 from taskbench.settings import Settings
 from taskbench.wait import WaitTimeoutError, wait_until
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     import redis
 
 
-async def _enqueue(settings: Settings, tasks: int, parallel: int, workload: str) -> float:
+async def _enqueue(settings: Settings, tasks: int, parallel: int, workload: str,
+                   payload: dict[str, Any] | None = None) -> float:
     from fastapi import BackgroundTasks
 
     from taskbench.backends.base import PreparesBroker
@@ -55,7 +57,9 @@ async def _enqueue(settings: Settings, tasks: int, parallel: int, workload: str)
 
             async def one(i: int) -> None:
                 async with sem:
-                    task = TaskMessage(task_id=f"d{i}", workload=workload, value=1, enqueued_at=time.time())
+                    task_id = f"d{i}"
+                    task = TaskMessage(task_id=task_id, workload=workload, value=1, enqueued_at=time.time(),
+                                       payload=None if payload is None else fill(payload, task_id))
                     await producer.enqueue(task, later)
 
             started = time.perf_counter()
@@ -80,12 +84,13 @@ class _Drainer:
     """One worker process of a drain, started from the caller's environment with this run's id and
     ledger mode, and the count of the tasks it has executed."""
 
-    def __init__(self, settings: Settings, client: redis.Redis, log_dir: Path, cpus: list[int] | None) -> None:
+    def __init__(self, settings: Settings, client: redis.Redis, log_dir: Path, cpus: list[int] | None,
+                 index: int = 0) -> None:
         self.settings = settings
         self._client = client
         self._ledger = Ledger(settings.prefix)
         self._done_key = f"{settings.prefix}done"
-        mode = "ledger" if settings.ledger else "noledger"
+        mode = ("ledger" if settings.ledger else "noledger") + (f"-{index}" if index else "")
         self.proc = Managed(name=f"worker-{mode}", argv=[sys.executable, "-m", "taskbench", "worker"],
                             log_path=log_dir / f"drain-{settings.backend}-{mode}.log", cpus=cpus)
         self.cpus: list[int] = []
@@ -102,9 +107,10 @@ class _Drainer:
         # the cores the worker may run on, as the kernel has them (the placement asked, or all)
         self.cpus = sorted(os.sched_getaffinity(self.proc.pid))
 
-    def wait_ready(self) -> None:
+    def wait_ready(self, workers: int = 1) -> None:
+        """Until ``workers`` workers of this run (this one among them) said they are ready."""
         try:
-            wait_until(lambda: self._client.hlen(self.settings.ready_key), 60, interval=0.005,
+            wait_until(lambda: self._client.hlen(self.settings.ready_key) >= workers, 60, interval=0.005,
                        what="the worker to start", abort=self.exited)
         except WaitTimeoutError as exc:
             raise RuntimeError(f"{exc}: {self.proc.tail()}") from None
@@ -115,33 +121,77 @@ class _Drainer:
     def cpu(self) -> float:
         return tree_cpu_seconds(self.proc.pid)
 
+    def rss_mb(self) -> float:
+        return tree_rss_mb(self.proc.pid)
+
     def stop(self) -> None:
         self.proc.stop(timeout=self.settings.shutdown_timeout + 5)
 
 
-def _check_workload(workload: str) -> None:
-    if workload not in DRAIN_WORKLOADS:
-        raise ValueError(f"a drain runs {' or '.join(DRAIN_WORKLOADS)}, not {workload!r}")
+def _check_workload(workload: str, settings: Settings | None = None) -> None:
+    """With the ledger off the worker counts only io/simple and noop; with it on, any workload runs
+    (the ledger counts it), the user's own task too when the settings name one."""
+    if workload in DRAIN_WORKLOADS:
+        return
+    if settings is not None and settings.ledger and (workload in WORKLOADS or
+                                                     (workload == USER_TASK and settings.task)):
+        return
+    raise ValueError(f"a drain runs {' or '.join(DRAIN_WORKLOADS)} (with the ledger on, any built-in workload or "
+                     f"your own task), not {workload!r}")
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and its live children, in MB (0 once it is gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / 1e6
 
 
 def measure(settings: Settings, tasks: int, log_dir: Path, seconds: float = ROUND_SECONDS, *,
-            workload: str = "io/simple", worker_cpus: list[int] | None = None) -> dict[str, Any]:
-    """One worker drains ``tasks`` tasks enqueued beforehand, for at most ``seconds``: its rates and its
-    CPU per task."""
+            workload: str = "io/simple", worker_cpus: list[int] | None = None, workers: int = 1,
+            payload: dict[str, Any] | None = None, broker_pids: tuple[int, ...] = ()) -> dict[str, Any]:
+    """``workers`` worker processes drain ``tasks`` tasks enqueued beforehand, for at most ``seconds``:
+    their rates, their CPU per task and their memory; with ``broker_pids``, the broker's CPU per task too.
+    ``payload``: the template each of the user's tasks gets, its id filled in."""
     import redis
 
-    _check_workload(workload)
-    enqueue_s = asyncio.run(_enqueue(settings, tasks, parallel=64, workload=workload))
+    _check_workload(workload, settings)
+    enqueue_s = asyncio.run(_enqueue(settings, tasks, parallel=64, workload=workload, payload=payload))
     client = redis.Redis.from_url(settings.redis_url)
-    worker = _Drainer(settings, client, log_dir, worker_cpus)
-    worker.start()
+    drainers = [_Drainer(settings, client, log_dir, worker_cpus, index=i) for i in range(workers)]
+    worker = drainers[0]  # the ledger's count is the run's: any worker reads it
+
+    def exited() -> str | None:
+        return next((why for d in drainers for why in [d.exited()] if why), None)
+
+    def worker_cpu() -> float:
+        return sum(d.cpu() for d in drainers)
+
+    def broker_cpu() -> float:
+        return sum(tree_cpu_seconds(pid) for pid in broker_pids)
+
+    rss: list[float] = []
     try:
-        worker.wait_ready()
+        for drainer in drainers:
+            drainer.start()
+        worker.wait_ready(workers)
         started = time.perf_counter()
         # the steady rate: from the 10 % mark to the 90 % mark, leaving out the worker's first
         # fetches and the last stragglers, which move a short drain's total time the most
         marks: dict[float, tuple[float, int]] = {}
-        cpu: dict[float, float] = {}  # the worker's CPU seconds at each mark
+        cpu: dict[float, float] = {}  # the workers' CPU seconds at each mark
+        broker: dict[float, float] = {}  # the broker's
 
         def drained() -> bool:
             count = worker.done()
@@ -149,14 +199,20 @@ def measure(settings: Settings, tasks: int, log_dir: Path, seconds: float = ROUN
             for share in STEADY:
                 if share not in marks and _reached(share, count, tasks, now - started, seconds):
                     marks[share] = (now, count)
-                    cpu[share] = worker.cpu()
+                    cpu[share] = worker_cpu()
+                    broker[share] = broker_cpu()
+                    if share == STEADY[1]:  # the workers' memory once most tasks ran
+                        rss.append(sum(d.rss_mb() for d in drainers))
             return count >= tasks or (now - started >= seconds and len(marks) == len(STEADY))
 
-        wait_until(drained, seconds + 60, interval=0.005, raise_on_timeout=False, abort=worker.exited)
+        wait_until(drained, seconds + 60, interval=0.005, raise_on_timeout=False, abort=exited)
         drain_s = time.perf_counter() - started
         count = worker.done()
+        failed = sum(n for n, _ in Ledger(settings.prefix).outcomes(client).failed.values()) \
+            if workload == USER_TASK else 0
     finally:
-        worker.stop()
+        for drainer in drainers:
+            drainer.stop()
         client.close()
     return {
         "backend": settings.backend,
@@ -173,6 +229,10 @@ def measure(settings: Settings, tasks: int, log_dir: Path, seconds: float = ROUN
         # the worker's CPU per task over the same interval: the ledger's cost as the worker pays it,
         # whether or not the worker's core was the bottleneck of the rate
         "worker_cpu_us_per_task": _cpu_per_task(marks, cpu),
+        "broker_cpu_us_per_task": _cpu_per_task(marks, broker) if broker_pids else None,
+        "worker_rss_mb": rss[0] if rss else None,
+        "workers": workers,
+        "failed": failed,
         "worker_cpus": worker.cpus,
     }
 

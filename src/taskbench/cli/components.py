@@ -192,6 +192,9 @@ def drain_case(
     paired: Annotated[str, typer.Option(
         help="on | off: drain two runs at once, the ledger on in one worker and off in the other, this "
              "mode's worker started first; empty: one worker, the ledger as the settings have it")] = "",
+    workers: Annotated[int, typer.Option(min=1, max=64, help="worker processes per backend")] = 1,
+    payload: Annotated[Path | None, typer.Option(help="a JSON file: your task's payload template")] = None,
+    broker_pids: Annotated[str, typer.Option(help="comma-separated pids of the broker's processes")] = "",
 ) -> None:
     """Run inside a backend's environment by `taskbench drain`; prints one JSON line (paired: a list)."""
     import json
@@ -208,6 +211,13 @@ def drain_case(
                                 first=paired == "on")
             print(json.dumps(rows))
             return
-        print(json.dumps(measure(settings(), tasks, log_dir, seconds, workload=workload, worker_cpus=cpus)))
+        template = None
+        if payload is not None:
+            from taskbench import payload as payloads
+
+            template = payloads.read(payload)
+        pids = tuple(int(p) for p in broker_pids.split(",") if p.strip())
+        print(json.dumps(measure(settings(), tasks, log_dir, seconds, workload=workload, worker_cpus=cpus,
+                                 workers=workers, payload=template, broker_pids=pids)))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

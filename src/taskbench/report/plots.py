@@ -372,3 +372,24 @@ def cpu(title: str, utilizations: list[float], *, threshold: float = 0.9) -> str
     ax.set_title(title, loc="left")
     ax.legend(loc="lower right", fontsize=8)
     return _svg(fig, "plot cpu")
+
+
+def scaling(lines: list[Line], *, rate: float | None = None, max_workers: int = 1) -> str:
+    """Each backend's drain rate against its number of workers, on one pair of axes; ``rate``: the rate
+    asked, a horizontal line."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    for i, line in enumerate(lines):
+        ax.plot(line.x, line.y, "-o", label=line.label, color=line.color or COLORS[i % len(COLORS)], linewidth=1.5,
+                markersize=4)
+    if rate is not None:
+        ax.axhline(rate, color="#d62728", linestyle="--", linewidth=1.2, label=f"the rate asked, {rate:,.0f}/s")
+    ax.set_title("drain rate of your task by workers (no HTTP)", loc="left")
+    ax.set_xlabel("workers")
+    ax.set_ylabel("tasks/s")
+    ax.set_xticks(range(1, max(max_workers, *(int(max(line.x, default=1)) for line in lines), 1) + 1))
+    ax.set_ylim(bottom=0)
+    handles, labels = ax.get_legend_handles_labels()
+    if labels:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    return _svg(fig, "plot scaling")

@@ -1,33 +1,42 @@
-"""``taskbench choose``: every criterion a user weighs, measured per backend by the runs that exist, into
-one :class:`~taskbench.results.choose.ChooseResult`.
+"""``taskbench choose``: screen every candidate, then measure the finalists, for the user's task, rate,
+objective and guarantee; one :class:`~taskbench.results.choose.ChooseResult`.
 
-1. **the highest sustainable rate**: the search of ``--find-max-rate`` (:func:`.rate_search.search_run`),
-   its bracket as the spread;
-2. **the end-to-end p95 at half that rate, and the memory**: one soak (``run --soak``) per backend at half
-   its sustainable rate: the p95 of the whole soak, the spread of its windows' p95, and the task
-   processes' memory growth with its interval;
-3. **the drain rate**: ``taskbench drain`` (a queue filled beforehand, one worker), median and range of
-   its rounds;
-4. **faults**: a ``kill-worker`` and a ``restart-broker`` case per backend (the fault matrix's settings:
-   an open load for 4.5 s, the fault 2 s in, a 3 s task timeout so redeliveries come within the drain),
-   each judged by the backend's own promise and its bounds (:func:`taskbench.harness.faults.verdict.judge`).
+A consultant screens first, then studies the finalists; each stage measures only where it decides
+something (docs/choose.md says why each stage measures what it does):
 
-Each step's runs write their own result files under the choose run's folder; the figures are copied from
-them with the file named (``Cell.source``).
+1. **promise** (no load): a backend whose stated promise (the registry's, with the run's settings) is
+   weaker than ``--promise`` is shown, not measured;
+2. **screen**: one worker of each remaining backend drains the user's task from a filled queue, no HTTP
+   (:func:`taskbench.harness.commands.drain.drain_of`): its ceiling, its CPU a task (worker and broker)
+   and its memory;
+3. **scale**: the best few drain again with 2 .. ``--max-workers`` workers: how many workers the rate
+   needs, and what they cost;
+4. **finalists**: the best two or three for the rate (``background`` too, when the promise allows it):
+   the sustainable rate through the HTTP API, searched from the rate asked (or from half the drain's
+   ceiling), its first step giving the e2e p95 at that rate; then a ``kill-worker`` and a
+   ``restart-broker`` case, judged by each backend's own promise; the default budget adds a soak of the
+   best one for its memory.
+
+Each stage's runs write their own files under the choose run's folder (``screen/``, ``scale/``,
+``search-<backend>/``, ``kill-worker/``, ``restart-broker/``, ``soak-<backend>/``); each figure names its file.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import statistics
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from taskbench import backends as registry
 from taskbench.driver import LoadSpec
-from taskbench.harness.commands.drain import run_drain
+from taskbench.harness import HarnessError
+from taskbench.harness.brokers.redis import provide_redis
+from taskbench.harness.case import own_task
+from taskbench.harness.commands.drain import drain_of
 from taskbench.harness.commands.rate_search import search_run
 from taskbench.harness.commands.run import Runner, stamp
 from taskbench.harness.config import RunConfig
@@ -35,38 +44,65 @@ from taskbench.harness.faults.kinds import Fault
 from taskbench.harness.faults.verdict import judge
 from taskbench.harness.load.search import Objective
 from taskbench.harness.machine import commit_info, machine_info
-from taskbench.harness.processes.envs import project_root
+from taskbench.harness.processes.envs import ensure_env, project_root
 from taskbench.harness.soak.plan import SoakSpec
 from taskbench.results import QueueCase, Result
-from taskbench.results.choose import BackendChoice, Cell, ChooseResult, FaultCell
+from taskbench.results.choose import (
+    Candidate,
+    Cell,
+    ChooseResult,
+    Constraints,
+    Drain,
+    FaultCell,
+    best_drain,
+    judge_candidate,
+    meets_promise,
+    order_key,
+    workers_for,
+)
 
 Say = Callable[[str], None]
 FAULTS = ("kill-worker@2", "restart-broker@2")
+NO_QUEUE = "background"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Budget:
-    """How long each measurement runs: ``QUICK`` and ``FULL`` (``choose --quick`` and ``choose``)."""
+    """How long each stage measures: ``QUICK`` and ``FULL`` (``choose --quick`` and ``choose``)."""
 
+    drain_tasks: int
+    drain_s: float
+    #: how many of the screened go on to the scale, and how many of those become finalists
+    scaled: int
+    finalists: int
     step_s: float
     settle_s: float
     max_steps: int
-    start_rate: float
+    fault_duration_s: float
+    #: 0: no soak
     soak_s: float
-    drain_tasks: int
-    drain_rounds: int
-    fault_duration_s: float = 4.5
 
     def to_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in self.__dict__.items()}
 
+    def estimate_s(self, screened: int, workers: int) -> dict[str, float]:
+        """Seconds each stage should take here for ``screened`` backends (a worker's start and the enqueue
+        count about 8 s a drain; a search step drains its backlog before the next)."""
+        drain = self.drain_s + 5
+        scaled = min(self.scaled, screened)
+        finalists = min(self.finalists, scaled)
+        return {"screen": screened * drain, "scale": scaled * max(0, workers - 1) * drain,
+                "finalist": finalists * (self.max_steps * (self.step_s + 1) + 8)
+                + (len(FAULTS) * (self.fault_duration_s + 10) if finalists else 0)
+                + (self.soak_s + 15 if self.soak_s else 0)}
 
-#: the search's steps as short as its objective allows (3 s, 1 s to settle), a 20 s soak, one drain round
-QUICK = Budget(step_s=3.0, settle_s=1.0, max_steps=6, start_rate=100.0, soak_s=20.0, drain_tasks=1000,
-               drain_rounds=1)
-#: the search's default steps (10 s), a 2 min soak, three drain rounds (a median and a range)
-FULL = Budget(step_s=10.0, settle_s=3.0, max_steps=10, start_rate=100.0, soak_s=120.0, drain_tasks=3000,
-              drain_rounds=3)
+
+#: a short drain, the two best to scale and to the finals, 3 s search steps, no soak
+QUICK = Budget(drain_tasks=2000, drain_s=5.0, scaled=2, finalists=2, step_s=3.0, settle_s=1.0, max_steps=4,
+               fault_duration_s=4.5, soak_s=0.0)
+#: longer drains and steps, three finalists, a one-minute soak of the best
+FULL = Budget(drain_tasks=5000, drain_s=12.0, scaled=3, finalists=3, step_s=6.0, settle_s=2.0, max_steps=6,
+              fault_duration_s=6.0, soak_s=60.0)
 
 
 def durable_backends() -> list[str]:
@@ -75,15 +111,27 @@ def durable_backends() -> list[str]:
             if registry.info(name).durable and registry.info(name).has_worker and not registry.info(name).unsafe]
 
 
+def candidates() -> list[str]:
+    """What ``choose`` weighs by default: ``background`` (is a queue needed at all?) and every durable one."""
+    return [NO_QUEUE, *durable_backends()]
+
+
+def usable_cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _case(result: Result, backend: str) -> QueueCase | None:
     return next((c for c in result.cases if isinstance(c, QueueCase) and c.backend == backend), None)
 
 
-def _quartiles(values: Sequence[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return values[0], values[0]
-    q = statistics.quantiles(values, n=4)
-    return q[0], q[2]
+def drain_from_row(row: dict[str, Any], source: str) -> Drain:
+    rate = row.get("steady_per_s") or row.get("drain_per_s")
+    return Drain(workers=int(row.get("workers", 1)), rate=rate, tasks=int(row.get("tasks", 0)),
+                 executed=int(row.get("executed", 0)), failed=int(row.get("failed") or 0),
+                 worker_cpu_us=row.get("worker_cpu_us_per_task"), broker_cpu_us=row.get("broker_cpu_us_per_task"),
+                 rss_mb=row.get("worker_rss_mb"), source=source)
 
 
 def rate_cell(case: QueueCase | None, source: str) -> Cell:
@@ -96,33 +144,28 @@ def rate_cell(case: QueueCase | None, source: str) -> Cell:
                 note=f"confidence {search.confidence}" + (f": {search.note}" if search.note else ""), source=source)
 
 
-def soak_cells(case: QueueCase | None, source: str) -> tuple[Cell, Cell]:
-    """The e2e p95 at half the rate (the soak's windows' p95 quartiles as the spread) and the memory growth."""
-    if case is None or case.audit is None or case.soak is None:
-        note = "; ".join(case.failures[:1]) if case is not None else "not run"
-        return Cell(unit="ms", note=note, source=source), Cell(unit="MB/h", note=note, source=source)
-    windows = [v for v in case.soak.series.get("e2e_p95_ms", []) if v is not None]
-    low, high = _quartiles(windows) if windows else (None, None)
-    e2e = Cell(value=case.audit.end_to_end_ms.p95, low=low, high=high, unit="ms",
-               spread=f"25th..75th percentile of the p95 of the soak's {len(windows)} windows",
-               note=f"at {case.soak.rate:.3g} req/s for {case.soak.duration_s:g} s", source=source)
+def p95_cell(case: QueueCase | None, rate: float, source: str) -> tuple[Cell, float | None]:
+    """The e2e p95 of the search's step nearest ``rate`` (the first step when the search started there)."""
+    search = case.rate_search if case is not None else None
+    steps = [s for s in (search.steps if search is not None else []) if s.e2e_p95_ms is not None]
+    if not steps:
+        return Cell(unit="ms", note="no step of the search was read", source=source), None
+    step = min(steps, key=lambda s: abs(math.log(s.rate / rate)))
+    note = f"the search's step at {step.rate:.4g}/s, its {step.duration_s - step.settle_s:g} s after the settle"
+    return Cell(value=step.e2e_p95_ms, unit="ms", note=note, source=source), step.rate
+
+
+def soak_memory(case: QueueCase | None, source: str) -> Cell:
+    """The task processes' memory growth over the soak, with its interval."""
+    if case is None or case.soak is None:
+        return Cell(unit="MB/h", note="; ".join(case.failures[:1]) if case is not None else "not run", source=source)
     growth = case.soak.growth.get("tasks_mb")
     if growth is None:
-        return e2e, Cell(unit="MB/h", note="too few points to fit", source=source)
-    memory = Cell(value=growth.slope_per_h, low=growth.low_per_h, high=growth.high_per_h, unit="MB/h",
-                  spread="95 % interval of the Theil-Sen slope",
-                  note=f"at {growth.level:.0f} MB" + (f"; drift beyond {growth.bound_text}" if growth.drift else ""),
-                  source=source)
-    return e2e, memory
-
-
-def drain_cell(rows: list[dict[str, object]], backend: str, source: str) -> Cell:
-    rates = [float(r["drain_per_s"]) for r in rows  # type: ignore[arg-type]
-             if r.get("backend") == backend and r.get("drain_per_s") is not None]
-    if not rates:
-        return Cell(unit="tasks/s", note="no drain round finished", source=source)
-    return Cell(value=statistics.median(rates), low=min(rates), high=max(rates), unit="tasks/s",
-                spread=f"min..max of {len(rates)} round(s)", source=source)
+        return Cell(unit="MB/h", note="too few points to fit", source=source)
+    return Cell(value=growth.slope_per_h, low=growth.low_per_h, high=growth.high_per_h, unit="MB/h",
+                spread="95 % interval of the Theil-Sen slope",
+                note=f"at {growth.level:.0f} MB over {case.soak.duration_s:g} s at {case.soak.rate:.4g}/s",
+                source=source)
 
 
 def fault_cell(case: QueueCase | None, fault: str, source: str) -> FaultCell:
@@ -141,85 +184,199 @@ def fault_cell(case: QueueCase | None, fault: str, source: str) -> FaultCell:
 
 
 class Chooser:
-    """Runs every measurement of ``choose`` for ``backends`` under ``budget``; :meth:`run` returns the record."""
+    """Runs the stages of ``choose`` for ``names`` under ``budget``; :meth:`run` returns the record."""
 
-    def __init__(self, backends: Sequence[str], budget: Budget, output: Path, *, quick: bool, say: Say = print,
-                 command: str = "") -> None:
-        self.backends = list(backends)
+    def __init__(self, names: Sequence[str], base: RunConfig, constraints: Constraints, budget: Budget,
+                 output: Path, *, quick: bool, say: Say = print, command: str = "") -> None:
+        self.names = list(names)
         self.budget = budget
+        self.k = constraints
         self.run_id = f"choose-{stamp()}"
         self.out = output / self.run_id
         self.quick = quick
         self.say = say
         self.command = command
-        self.base = RunConfig(backends=tuple(self.backends), output=self.out, warmup=50)
+        self.base = replace(base, backends=tuple(self.names), output=self.out, warmup=50)
+        self.began = time.monotonic()
+        self._plan: dict[str, float] = {}
+        self._stage_began: dict[str, float] = {}
+
+    def _progress(self, stage: str, text: str) -> None:
+        """The stage, what it does, and the time left by the budget's estimate (corrected by the time taken)."""
+        now = time.monotonic()
+        spent = now - self.began
+        order = ["screen", "scale", "finalist"]
+        self._stage_began.setdefault(stage, now)
+        left = sum(v for s, v in self._plan.items() if order.index(s) > order.index(stage))
+        left += max(0.0, self._plan.get(stage, 0.0) - (now - self._stage_began[stage]))
+        number = order.index(stage) + 2
+        self.say(f"choose {number}/4 {stage}: {text} (about {max(0, left) / 60:.0f} min left, {spent / 60:.1f} min in)")
 
     def _run(self, cfg: RunConfig, run_id: str) -> tuple[Result, str]:
         runner = Runner(cfg, say=self.say, run_id=run_id)
         return runner.run(), str(runner.result_path())
 
     def run(self) -> ChooseResult:
-        began = time.monotonic()
-        b = self.budget
+        b, k = self.budget, self.k
         record = ChooseResult(run_id=self.run_id, quick=self.quick, command=self.command, budget=b.to_dict(),
-                              started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                              constraints=k, started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                               machine=machine_info(), commit=commit_info(project_root()))
-        choices = {name: BackendChoice(backend=name, broker=self.base.broker_for(name)) for name in self.backends}
-        for name, choice in choices.items():
-            delivery = registry.info(name).delivery_on(choice.broker, self.base.promise_settings(name))
-            choice.promise = f"{delivery.guarantee}: {delivery.recovery}"
-        self.say(f"choose: 1/4 the highest sustainable rate of {', '.join(self.backends)}")
-        objective = Objective(step_s=b.step_s, settle_s=b.settle_s, max_steps=b.max_steps, start_rate=b.start_rate)
-        searched = search_run(self.base, objective=objective, say=self.say, run_id="search")
-        source = str(self.out / "search" / "result.json")
-        record.results.append(source)
-        for name, choice in choices.items():
-            case = _case(searched, name)
-            choice.rate = rate_cell(case, source)
-            versions = searched.environments.get(name, {})
-            choice.version = str(versions.get(name) or versions.get(registry.info(name).extra) or "")
-        self.say("choose: 2/4 a soak at half the sustainable rate (latency, memory)")
-        for name, choice in choices.items():
-            if not choice.rate.value:
-                choice.e2e_p95 = Cell(unit="ms", note="no sustainable rate to halve")
-                choice.memory = Cell(unit="MB/h", note="no sustainable rate to halve")
-                continue
-            half = max(1.0, choice.rate.value / 2)
-            soak = SoakSpec(duration_s=b.soak_s, rate_source=f"half the sustainable {choice.rate.value:g}/s")
-            load = LoadSpec(model="open", rate=half, duration=b.soak_s)
-            cfg = replace(self.base, backends=(name,), load=load, soak=soak)
-            result, path = self._run(cfg, f"half-{name}")
-            record.results.append(path)
-            choice.e2e_p95, choice.memory = soak_cells(_case(result, name), path)
-        self.say("choose: 3/4 the drain rate")
-        rows = run_drain(self.backends, tasks=b.drain_tasks, concurrency=self.base.concurrency, ledger_modes=[True],
-                         redis_url=None, output=self.out, say=self.say, repeat=b.drain_rounds)
-        drains = sorted(self.out.glob("drain-*/drain.json"))
-        drain_source = str(drains[-1]) if drains else ""
-        record.results.append(drain_source)
-        for name, choice in choices.items():
-            choice.drain = drain_cell(rows, name, drain_source)
-        self.say(f"choose: 4/4 faults: {', '.join(FAULTS)}")
-        for fault in FAULTS:
-            cfg = self._fault_config(fault, {n: c.rate.value for n, c in choices.items()})
-            result, path = self._run(cfg, fault.split("@")[0])
-            record.results.append(path)
-            for name, choice in choices.items():
-                choice.faults.append(fault_cell(_case(result, name), fault, path))
-        record.backends = list(choices.values())
+        record.candidates = [self._promise(name) for name in self.names]
+        self.say("choose 1/4 promise: " + "; ".join(
+            f"{c.backend} {c.guarantee}" for c in record.candidates) + f" (asked: {k.promise})")
+        by_name = {c.backend: c for c in record.candidates}
+        screened = [c for c in record.candidates if c.has_worker and meets_promise(c, k.promise)]
+        for c in record.candidates:
+            if not meets_promise(c, k.promise):
+                c.left = judge_candidate(c, k).reason
+        self._plan = b.estimate_s(len(screened), k.max_workers)
+        timed: dict[str, float] = {}
+        began = time.monotonic()
+        pythons = {c.backend: ensure_env(registry.info(c.backend).extra) for c in record.candidates
+                   if meets_promise(c, k.promise)}
+        own_task.prepare(replace(self.base, backends=tuple(pythons)), pythons, self.say)
+        with provide_redis(None, self.out, say=self.say) as redis:
+            for i, c in enumerate(screened):
+                self._progress("screen", f"one worker of {c.backend} drains your task ({i + 1}/{len(screened)})")
+                c.stage = "screen"
+                c.drains.append(self._drain(c, pythons[c.backend], redis, 1, "screen"))
+            timed["screen"] = time.monotonic() - began
+            ranked = sorted((c for c in screened if c.ceiling), key=lambda c: -(c.ceiling or 0))
+            for c in screened:
+                if not c.ceiling:
+                    c.left = judge_candidate(c, k).reason
+            scaled = ranked[:b.scaled]
+            for c in ranked[b.scaled:]:
+                c.left = f"its one worker drained {c.ceiling:,.0f}/s, below the {b.scaled} best of the screen"
+            began = time.monotonic()
+            for c in scaled:
+                c.stage = "scale"
+                for workers in range(2, k.max_workers + 1):
+                    self._progress("scale", f"{workers} workers of {c.backend} drain your task")
+                    c.drains.append(self._drain(c, pythons[c.backend], redis, workers, "scale"))
+            timed["scale"] = time.monotonic() - began
+        finalists = self._finalists(scaled)
+        if NO_QUEUE in by_name and meets_promise(by_name[NO_QUEUE], k.promise):
+            finalists.append(by_name[NO_QUEUE])  # no worker to screen: its tasks run in the API process
+        began = time.monotonic()
+        self._finals(finalists, record)
+        timed["finalist"] = time.monotonic() - began
+        for c in finalists:
+            c.left = judge_candidate(c, k).reason
+        record.stages_s = {name: round(seconds, 1) for name, seconds in timed.items()}
         record.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        record.elapsed_s = round(time.monotonic() - began, 1)
+        record.elapsed_s = round(time.monotonic() - self.began, 1)
         return record
 
-    def _fault_config(self, fault: str, rates: dict[str, float | None]) -> RunConfig:
+    def _promise(self, name: str) -> Candidate:
+        meta = registry.info(name)
+        broker = self.base.broker_for(name)
+        delivery = meta.delivery_on(broker, self.base.promise_settings(name))
+        how = "a task dies with the API process" if not meta.has_worker else delivery.recovery
+        return Candidate(backend=name, broker=broker, guarantee=delivery.guarantee, promise=how,
+                         has_worker=meta.has_worker)
+
+    def _drain(self, c: Candidate, python: Path, redis: Any, workers: int, stage: str) -> Drain:
+        tasks = self.budget.drain_tasks * workers
+        try:
+            row = drain_of(self.base, c.backend, python, redis, self.out / stage, workers=workers, tasks=tasks,
+                           seconds=self.budget.drain_s, say=self.say)
+        except (HarnessError, OSError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return Drain(workers=workers, tasks=tasks, note=f"the drain failed: {first}")
+        c.version = str(row.get("version") or c.version)
+        return drain_from_row(row, row.get("log", ""))
+
+    def _finalists(self, scaled: list[Candidate]) -> list[Candidate]:
+        """The best of the scaled for the rate: those whose drains reach it, the fewest workers and the least
+        CPU a task first (without a rate: the highest drain rate)."""
+        k = self.k
+        able: list[tuple[tuple[float, ...], Candidate]] = []
+        for c in scaled:
+            if k.rate is not None:
+                workers = workers_for(c, k.rate, k.max_workers)
+                if workers is None:
+                    c.left = judge_candidate(c, k).reason
+                    continue
+                drain = c.drain(workers)
+                cpu = drain.cpu_us if drain is not None and drain.cpu_us is not None else float("inf")
+                able.append(((workers, cpu), c))
+            else:
+                top = best_drain(c, k.max_workers)
+                able.append(((-(top.rate or 0) if top is not None else 0.0,), c))
+        able.sort(key=lambda item: item[0])
+        for _, c in able[self.budget.finalists:]:
+            c.left = "not among the finalists: another needed fewer workers or less CPU a task"
+        return [c for _, c in able[:self.budget.finalists]]
+
+    def _workers(self, c: Candidate) -> int:
+        if not c.has_worker:
+            return 1
+        if self.k.rate is not None:
+            return workers_for(c, self.k.rate, self.k.max_workers) or self.k.max_workers
+        top = best_drain(c, self.k.max_workers)
+        return top.workers if top is not None else 1
+
+    def _finals(self, finalists: list[Candidate], record: ChooseResult) -> None:
+        b, k = self.budget, self.k
+        for i, c in enumerate(finalists):
+            c.stage = "finalist"
+            c.workers = self._workers(c)
+            top = best_drain(c, c.workers)
+            start = k.rate if k.rate is not None else max(5.0, (top.rate if top and top.rate else 200.0) / 2)
+            self._progress("finalist", f"{c.backend} with {c.workers} worker(s): the sustainable rate through "
+                                       f"the API from {start:.4g}/s ({i + 1}/{len(finalists)})")
+            objective = Objective(max_e2e_p95_ms=k.p95_ms, step_s=b.step_s, settle_s=b.settle_s,
+                                  max_steps=b.max_steps, start_rate=min(max(start, 5.0), 20_000.0))
+            cfg = replace(self.base, backends=(c.backend,), workers=c.workers)
+            searched = search_run(cfg, objective=objective, say=self.say, run_id=f"search-{c.backend}")
+            source = str(self.out / f"search-{c.backend}" / "result.json")
+            record.results.append(source)
+            case = _case(searched, c.backend)
+            c.sustainable = rate_cell(case, source)
+            at = k.rate if k.rate is not None else (c.sustainable.value or start) / 2
+            c.p95, c.p95_rate = p95_cell(case, at, source)
+            versions = searched.environments.get(c.backend, {})
+            c.version = c.version or str(versions.get(c.backend) or versions.get(registry.info(c.backend).extra) or "")
+        queued = [c for c in finalists if c.has_worker]
+        if queued:
+            rate = self._fault_rate(queued)
+            for fault in FAULTS:
+                self._progress("finalist", f"{fault.split('@')[0]} at {rate:.4g}/s: "
+                                           f"{', '.join(c.backend for c in queued)}")
+                cfg = self._fault_config(fault, [c.backend for c in queued], max(c.workers or 1 for c in queued),
+                                         rate)
+                result, path = self._run(cfg, fault.split("@")[0])
+                record.results.append(path)
+                for c in queued:
+                    c.faults.append(fault_cell(_case(result, c.backend), fault, path))
+        if b.soak_s:
+            meeting = [c for c in finalists if judge_candidate(c, k).meets]
+            if meeting:
+                best = min(meeting, key=lambda c: order_key(c, judge_candidate(c, k), k))
+                rate = k.rate if k.rate is not None else max(5.0, (best.sustainable.value or 10) / 2)
+                self._progress("finalist", f"a {b.soak_s:g} s soak of {best.backend} at {rate:.4g}/s (its memory)")
+                soak = SoakSpec(duration_s=b.soak_s, rate_source=f"{rate:.4g}/s")
+                load = LoadSpec(model="open", rate=rate, duration=b.soak_s)
+                cfg = replace(self.base, backends=(best.backend,), workers=best.workers or 1, load=load, soak=soak)
+                result, path = self._run(cfg, f"soak-{best.backend}")
+                record.results.append(path)
+                best.memory = soak_memory(_case(result, best.backend), path)
+
+    def _fault_rate(self, queued: list[Candidate]) -> float:
+        """One load for the fault cases of all finalists: the rate asked (or half the lowest sustainable
+        one), never above 80 % of what the slowest of them sustains, so the fault is what the case measures."""
+        sustained = [c.sustainable.value for c in queued if c.sustainable.value]
+        ceiling = 0.8 * min(sustained) if sustained else 50.0
+        wanted = self.k.rate if self.k.rate is not None else ceiling / 1.6
+        return max(5.0, min(wanted, ceiling))
+
+    def _fault_config(self, fault: str, names: list[str], workers: int, rate: float) -> RunConfig:
         """The fault matrix's settings (scenarios/files/faults.toml): open load, the fault 2 s in, a 3 s task
         timeout, each library's quick recovery (``Options.quick_recovery``: with its defaults a library may
-        give a dead worker's jobs half an hour to come back, and the drain would wait for them); the rate is
-        the lowest half-sustainable rate of the backends (one load for all of them), at most 300/s, at least 20/s."""
-        known = [r / 2 for r in rates.values() if r]
-        rate = max(20.0, min([300.0, *known]))
+        give a dead worker's jobs half an hour to come back, and the drain would wait for them)."""
         load = LoadSpec(model="open", rate=rate, users=50, duration=self.budget.fault_duration_s)
-        return replace(self.base, load=load, fault=Fault.parse(fault), warmup=20, task_timeout=3.0,
-                       options=self.base.quick_recovery(),
-                       drain_timeout=40.0, drain_stall=16.0,
+        base = replace(self.base, backends=tuple(names))
+        return replace(base, load=load, fault=Fault.parse(fault), warmup=20, task_timeout=3.0, workers=workers,
+                       options=base.quick_recovery(), drain_timeout=40.0, drain_stall=16.0,
                        restart_workers=fault.startswith("restart-broker"))

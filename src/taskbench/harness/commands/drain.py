@@ -18,7 +18,7 @@ from taskbench.files import write_atomic
 from taskbench.harness import HarnessError, progress
 from taskbench.harness.brokers import provide_broker
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
-from taskbench.harness.config import Placement
+from taskbench.harness.config import Placement, RunConfig
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes.envs import ensure_env, versions
 from taskbench.harness.processes.stack import Stack
@@ -251,3 +251,65 @@ def _cleanup(servers: RunRedis, run_ids: list[str], meta: backends.BackendInfo, 
         client.close()
         if broker is not None:
             broker.close()
+
+
+@contextlib.contextmanager
+def case_broker(cfg: RunConfig, name: str, redis: RunRedis, out: Path,
+                say: Callable[[str], None]) -> Iterator[tuple[dict[str, str], tuple[int, ...]]]:
+    """``name``'s broker for a drain of ``cfg`` (``--broker``, else the backend's default): its
+    TASKBENCH_* variables and the pids of its processes when the harness started it (else none).
+    Redis: the run's embedded broker; PostgreSQL: a private server; RabbitMQ/NATS: the one named or the
+    machine's, checked first (its name and port in the error)."""
+    from taskbench.harness.brokers import check_broker, needs_private_broker
+    from taskbench.settings import Settings
+
+    broker = cfg.broker_for(name)
+    if brokers.info(broker).can_be_ledger:
+        pids = tuple(redis.broker.members()) if redis.broker is not None else ()
+        yield {"TASKBENCH_BROKER": broker, "TASKBENCH_BROKER_URL": redis.broker_url}, pids
+        return
+    if needs_private_broker(broker, cfg.broker_url, None):
+        with provide_broker(broker, out / f"broker-{name}", say=lambda text: say(f"[{name}] {text}")) as server:
+            yield {"TASKBENCH_BROKER": broker, "TASKBENCH_BROKER_URL": server.url}, tuple(server.members())
+        return
+    url = Settings(broker=broker, broker_url=cfg.broker_url).broker_address
+    check_broker(broker, url)
+    yield {"TASKBENCH_BROKER": broker, "TASKBENCH_BROKER_URL": url}, ()
+
+
+def drain_of(cfg: RunConfig, name: str, python: Path, redis: RunRedis, out: Path, *, workers: int, tasks: int,
+             seconds: float, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """``workers`` workers of ``name`` drain ``tasks`` of ``cfg``'s workload (the user's task with its
+    payload too) enqueued beforehand, no HTTP, for at most ``seconds``: the row of
+    :func:`taskbench.drain_case.measure` (rates, CPU per task of the workers and of the broker, memory).
+    The ledger is on: every task's run is counted as in ``run``."""
+    from taskbench.params import settings_env
+
+    run_id = f"drain-{uuid.uuid4().hex[:10]}"
+    log = out / f"drain-{name}-{workers}w-{run_id}.log"
+    out.mkdir(parents=True, exist_ok=True)
+    argv = [str(python), "-m", "taskbench", "drain-case", "--tasks", str(tasks), "--seconds", str(seconds),
+            "--log-dir", str(out), "--workload", cfg.route_workload, "--workers", str(workers)]
+    if cfg.user_task:
+        template = out / f"payload-{run_id}.json"
+        template.write_text(json.dumps(cfg.payload_template()))
+        argv += ["--payload", str(template)]
+    meta = backends.info(name)
+    with case_broker(cfg, name, redis, out, say) as (broker_env, pids):
+        env = {**os.environ, **settings_env(cfg, backend=name, run_id=run_id, redis_url=redis.url),
+               **broker_env, "TASKBENCH_LEDGER": "true"}
+        if pids:
+            argv += ["--broker-pids", ",".join(map(str, pids))]
+        try:
+            with progress.phase(f"[{name}] {workers} worker(s) drain {tasks} tasks"), \
+                    Stack(env, name=run_id, stop_timeout=30) as stack:
+                case = stack.start("drain-case", argv, log)
+                stack.wait_ready(partial(_exited, case), timeout=600 + seconds, interval=0.2,
+                                 what=f"the drain of {name} to finish (log: {log})")
+                code = case.exit_code()
+        finally:
+            with contextlib.suppress(Exception):  # the keys go; a failure of the drain is what is reported
+                _cleanup(redis, [run_id], meta, python, env)
+    (row,) = _rows(log, name, code, python, 0)
+    row["log"] = str(log)
+    return row
