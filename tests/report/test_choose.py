@@ -50,7 +50,8 @@ def test_the_answer_names_the_backend_its_workers_and_the_figures_that_decided_i
     # the runner-up, and whether the two are apart: same workers, overlapping brackets
     assert lines[1].startswith("runner-up: celery with 1 worker") and "not apart beyond this run's noise" in lines[1]
     others = "\n".join(lines[2:])
-    assert "arq: left at the scale: 2 worker(s) drain 60/s, below 150/s; it needs about 5 workers" in others
+    assert "arq: left at the scale: 2 workers drain 60/s, below 150/s; about 5 workers would, by its scaling curve" \
+        in others
     assert "saq: left at the promise: its promise is at-most-once" in others
     assert "background: left at the promise" in others
 

@@ -199,6 +199,12 @@ class Outcome(Model):
     reason: str = ""
 
 
+def workers_text(n: int | None) -> str:
+    if n == 0:
+        return "no worker (the tasks run in the API process)"
+    return "one worker" if n == 1 else f"{n} workers"
+
+
 def rate_text(value: float | None) -> str:
     if value is None:
         return "–"
@@ -209,7 +215,7 @@ def judge_candidate(c: Candidate, k: Constraints) -> Outcome:
     """Where ``c`` falls short of ``k`` (the first stage that decides it), or that it meets them all."""
     out = Outcome(backend=c.backend)
     if not meets_promise(c, k.promise):
-        out.reason = f"its promise is {c.guarantee} ({c.promise}), weaker than {k.promise}"
+        out.reason = f"its promise is {c.guarantee}, weaker than {k.promise} (the page says what it loses)"
         return out
     if c.has_worker:
         out.stage = "screen"
@@ -230,8 +236,13 @@ def judge_candidate(c: Candidate, k: Constraints) -> Outcome:
                 top = best_drain(c, k.max_workers)
                 assert top is not None
                 about = workers_needed(c, k.rate)
-                out.reason = (f"{top.workers} worker(s) drain {rate_text(top.rate)}, below {rate_text(k.rate)}"
-                              + (f"; it needs about {about} workers by its scaling curve" if about else ""))
+                scaled = len([d for d in c.drains if d.rate]) > 1
+                out.stage = "scale" if scaled else "screen"
+                out.reason = (f"{workers_text(top.workers)} drain{'s' if top.workers == 1 else ''} "
+                              f"{rate_text(top.rate)}, below {rate_text(k.rate)}")
+                if about:
+                    by = "its scaling curve" if scaled else "its one worker's rate"
+                    out.reason += f"; about {about} workers would, by {by}"
                 return out
             out.workers = needed
         else:
@@ -239,10 +250,13 @@ def judge_candidate(c: Candidate, k: Constraints) -> Outcome:
             out.workers = top.workers if top is not None else 1
     else:
         out.workers = 0
-    out.stage = "finalist"
-    if c.stage != "finalist":
-        out.reason = "not among the finalists of this run: another needed fewer workers or less CPU a task"
+    if c.stage != "finalist" and c.has_worker:
+        out.stage = c.stage
+        drained = c.drain(out.workers or 1)
+        out.reason = (f"{workers_text(out.workers)} would do ({rate_text(drained.rate if drained else None)} "
+                      f"drained); {c.left or 'others went on to the next stage'}")
         return out
+    out.stage = "finalist"
     if c.workers is not None and out.workers is not None and c.workers < out.workers:
         out.reason = f"measured through the API with {c.workers} worker(s) only; {out.workers} are needed"
         return out

@@ -241,13 +241,15 @@ class Chooser:
                 c.stage = "screen"
                 c.drains.append(self._drain(c, pythons[c.backend], redis, 1, "screen"))
             timed["screen"] = time.monotonic() - began
-            ranked = sorted((c for c in screened if c.ceiling), key=lambda c: -(c.ceiling or 0))
+            ranked = sorted((c for c in screened if c.ceiling), key=self._screen_key)
             for c in screened:
                 if not c.ceiling:
                     c.left = judge_candidate(c, k).reason
             scaled = ranked[:b.scaled]
             for c in ranked[b.scaled:]:
-                c.left = f"its one worker drained {c.ceiling:,.0f}/s, below the {b.scaled} best of the screen"
+                c.left = (f"the {b.scaled} best of the screen went on ("
+                          + ("the fewest workers by one worker's rate, then the least CPU a task" if k.rate is not None
+                             else "the highest rates") + ")")
             began = time.monotonic()
             for c in scaled:
                 c.stage = "scale"
@@ -287,6 +289,16 @@ class Chooser:
         c.version = str(row.get("version") or c.version)
         return drain_from_row(row, row.get("log", ""))
 
+    def _screen_key(self, c: Candidate) -> tuple[float, ...]:
+        """Who goes on to the scale: at a rate, the fewest workers by one worker's rate, then the least CPU
+        a task; without one, the highest rate."""
+        ceiling = c.ceiling or 0.0
+        if self.k.rate is None or not ceiling:
+            return (-ceiling,)
+        one = c.drain(1)
+        cpu = one.cpu_us if one is not None and one.cpu_us is not None else float("inf")
+        return (math.ceil(self.k.rate / ceiling), cpu)
+
     def _finalists(self, scaled: list[Candidate]) -> list[Candidate]:
         """The best of the scaled for the rate: those whose drains reach it, the fewest workers and the least
         CPU a task first (without a rate: the highest drain rate)."""
@@ -306,7 +318,9 @@ class Chooser:
                 able.append(((-(top.rate or 0) if top is not None else 0.0,), c))
         able.sort(key=lambda item: item[0])
         for _, c in able[self.budget.finalists:]:
-            c.left = "not among the finalists: another needed fewer workers or less CPU a task"
+            c.left = (f"the {self.budget.finalists} best of the scale went on (" +
+                      ("the fewest workers, then the least CPU a task" if k.rate is not None else "the highest rates")
+                      + ")")
         return [c for _, c in able[:self.budget.finalists]]
 
     def _workers(self, c: Candidate) -> int:
