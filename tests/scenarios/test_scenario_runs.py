@@ -108,7 +108,7 @@ def test_queue_cases_run_on_a_seed_s_pinned_versions(tmp_path: Path, out_dir: Pa
         versions = "article-000"
         workload = "io/simple"
         users = 20
-        requests = 300
+        requests = 100
         warmup = 20
         concurrency = 1
         enqueue_mode = "after-response"
@@ -138,7 +138,7 @@ def test_queue_cases_run_on_a_seed_s_pinned_versions(tmp_path: Path, out_dir: Pa
     for case in result["cases"]:
         assert case["status"] == "ok", (case["label"], case["failures"])
         summary = case["summary"]
-        assert (summary["accepted"], summary["lost"], summary["duplicated"]) == (300, 0, 0), (case["label"], summary)
+        assert (summary["accepted"], summary["lost"], summary["duplicated"]) == (100, 0, 0), (case["label"], summary)
 
 
 def test_a_pinned_environment_runs_the_article_s_versions(tmp_path: Path, out_dir: Path) -> None:

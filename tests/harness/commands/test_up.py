@@ -47,10 +47,10 @@ def _free_block(size: int) -> int:
 @pytest.mark.slow
 def test_up_serves_every_url_and_stops_cleanly(redis_url: str, tmp_path: Path) -> None:
     for attempt in range(3):
-        base = _free_block(7)  # arq API, saq API and SAQ web, celery API and Flower, procrastinate API
+        base = _free_block(5)  # saq API and SAQ web, celery API and Flower, procrastinate API
         prometheus_port = _free_block(1)
         with harness_cli(  # procrastinate: on a private PostgreSQL, its schema prepared before it starts
-            ["up", "--backends", "arq,saq,celery,procrastinate", "--redis-url", redis_url, "--port", str(base),
+            ["up", "--backends", "saq,celery,procrastinate", "--redis-url", redis_url, "--port", str(base),
              "--prometheus-port", str(prometheus_port), "--output", str(tmp_path)],
         ) as proc:
             assert proc.stdout is not None
@@ -77,9 +77,9 @@ def _check_up(proc: subprocess.Popen[str], urls: list[str], lines: list[str], ba
     try:
         names = {u.split("/")[-1] or "root" for u in urls}
         assert {"docs", "metrics", "root"} <= names, "".join(lines)  # APIs, their metrics, SAQ web, Flower
-        dashboards = {f"http://127.0.0.1:{base + 2}/", f"http://127.0.0.1:{base + 4}/"}  # SAQ web, Flower
+        dashboards = {f"http://127.0.0.1:{base + 1}/", f"http://127.0.0.1:{base + 3}/"}  # SAQ web, Flower
         assert dashboards <= set(urls), urls
-        assert f"http://127.0.0.1:{base + 5}/docs" in urls, urls  # procrastinate's API
+        assert f"http://127.0.0.1:{base + 4}/docs" in urls, urls  # procrastinate's API
         assert any("private postgres server" in line for line in lines), "".join(lines)
         if find_prometheus():
             assert any(u.endswith("/graph") for u in urls), urls

@@ -81,12 +81,17 @@ def test_the_network_of_a_killed_harness_is_removed_by_the_next() -> None:
         remove_stale(say=lambda _: None)
 
 
+#: the cluster run's requests, split between its two drivers
+REQUESTS = 600
+
+
 @pytest.mark.usefixtures("netns")
 def test_two_drivers_in_two_namespaces_merge_into_one_audited_case(tmp_path: Path,
                                                                     cli: Callable[..., Result]) -> None:
     output = tmp_path / "results"
+    # 600 requests: 300 for each driver, 1.5 s of load, that one arq worker drains in a few seconds more
     with harness_cli(["run", "--nodes", "2", "--backends", "arq", "--model", "open", "--rate", "400",
-                      "--users", "40", "--requests", "2000", "--warmup", "50", "--output", str(output)]) as proc:
+                      "--users", "40", "--requests", str(REQUESTS), "--warmup", "50", "--output", str(output)]) as proc:
         out, _ = proc.communicate(timeout=400)
     assert proc.returncode == 0, out
     (path,) = output.glob("*/result.json")
@@ -95,11 +100,11 @@ def test_two_drivers_in_two_namespaces_merge_into_one_audited_case(tmp_path: Pat
     assert isinstance(case, QueueCase)
     assert case.status == "ok", case.failures
     assert case.audit is not None and case.load is not None and result.config is not None
-    assert (case.audit.lost, case.audit.duplicated, case.audit.accepted) == (0, 0, 2000)
+    assert (case.audit.lost, case.audit.duplicated, case.audit.accepted) == (0, 0, REQUESTS)
     segments = result.config["segments"]
     assert [s["index"] for s in segments] == [0, 1]
-    assert sum(s["requests"] for s in segments) == 2000 and all(s["ok"] > 0 for s in segments)
-    assert case.load.latency.count == 2000  # the merged histogram holds every request of both drivers
+    assert sum(s["requests"] for s in segments) == REQUESTS and all(s["ok"] > 0 for s in segments)
+    assert case.load.latency.count == REQUESTS  # the merged histogram holds every request of both drivers
     nodes = result.config["nodes"]
     assert len({n["ip"] for n in nodes.values()}) == len(nodes) == 5  # redis, api, worker-0, driver-0, driver-1
     assert all(not n["ip"].startswith("127.") for n in nodes.values())
