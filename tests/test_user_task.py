@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 
@@ -129,3 +130,161 @@ def test_workloads_run_the_users_task_and_record_failed_and_cpu(tasks_file: Path
     # (named taskbench_user_mytasks when another test's mytasks.py was loaded in this process first)
     assert list(found.failed) == ["t3"] and found.failed["t3"][1].endswith("mytasks.RefusedError")
     assert set(found.cpu_s) == {f"t{i}" for i in range(5)} and min(found.cpu_s.values()) >= 0.005
+
+
+HOSTILE = '''
+import asyncio, functools
+
+
+class Halt(BaseException):
+    pass
+
+
+RAISED = {"exit0": SystemExit(0), "exit3": SystemExit(3), "interrupt": KeyboardInterrupt(),
+          "genexit": GeneratorExit(), "halt": Halt("a BaseException of its own"),
+          "cancel": asyncio.CancelledError()}
+RAN = []
+
+
+def raise_sync(payload):
+    raise RAISED[payload["kind"]]
+
+
+async def raise_async(payload):
+    await asyncio.sleep(0)
+    raise RAISED[payload["kind"]]
+
+
+def gen(payload):
+    RAN.append(payload)
+    yield 1
+
+
+async def agen(payload):
+    RAN.append(payload)
+    yield 1
+
+
+class Iterates:
+    def __call__(self, payload):
+        yield payload
+
+
+gen_partial = functools.partial(gen)
+
+
+async def _body(payload):
+    await asyncio.sleep(0)
+    RAN.append(payload["task_id"])
+    if payload.get("fail"):
+        raise LookupError(payload["task_id"])
+
+
+returns_coroutine = lambda payload: _body(payload)  # noqa: E731
+
+
+async def returns_coroutine_twice(payload):
+    return _body(payload)
+
+
+class Later:  # an awaitable that is no coroutine
+    def __init__(self, task_id):
+        self.task_id = task_id
+
+    def __await__(self):
+        yield from asyncio.sleep(0).__await__()
+        RAN.append(self.task_id)
+
+
+def returns_awaitable(payload):
+    return Later(payload["task_id"])
+
+
+gen_instance = Iterates()
+
+
+returns_generator = lambda payload: (x for x in [payload])  # noqa: E731
+
+
+def hang_sync(payload):
+    import time
+    time.sleep(payload.get("s", 30))
+
+
+async def hang_async(payload):
+    await asyncio.sleep(payload.get("s", 30))
+'''
+
+BASE_KINDS = {"exit0": "SystemExit", "exit3": "SystemExit", "interrupt": "KeyboardInterrupt",
+              "genexit": "GeneratorExit", "halt": "hostile.Halt", "cancel": "asyncio.exceptions.CancelledError"}
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    path = tmp_path / "hostile.py"
+    path.write_text(HOSTILE)
+    return path
+
+
+@pytest.mark.parametrize("kind", sorted(BASE_KINDS))
+def test_a_base_exception_of_the_task_is_its_failed_call_sync_async_and_forked(hostile: Path, kind: str) -> None:
+    sync, coro = UserTask(f"{hostile}:raise_sync"), UserTask(f"{hostile}:raise_async")
+    payload = {"task_id": "a", "kind": kind}
+    want = BASE_KINDS[kind]
+    if kind == "halt":  # named taskbench_user_hostile.Halt when another test loaded a hostile.py first
+        want = str(sync.call_sync(payload)[1])
+        assert want.endswith("hostile.Halt")
+    assert sync.call_sync(payload)[1] == want  # a forked child's call
+    assert coro.call_sync(payload)[1] == want  # a coroutine in a forked child
+    outcomes = asyncio.run(_both(sync, coro, payload))  # the worker's loop: the pool's thread, the loop itself
+    assert [error for _, error in outcomes] == [want, want]
+    sync.close()
+
+
+async def _both(sync: UserTask, coro: UserTask, payload: dict[str, str]) -> list[tuple[float, str | None]]:
+    return [await sync.call(payload), await coro.call(payload)]
+
+
+def test_the_librarys_own_cancellation_passes_through(hostile: Path) -> None:
+    for spec in ("hang_sync", "hang_async"):
+        task = UserTask(f"{hostile}:{spec}")
+
+        async def cut(task: UserTask = task) -> None:
+            await asyncio.wait_for(task.call({"task_id": "a", "s": 0.5}), 0.05)  # as arq's job_timeout does
+
+        with pytest.raises(TimeoutError):
+            asyncio.run(cut())
+        task.close()
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("gen", "a generator function"), ("agen", "an async generator function"),
+    ("Iterates", None), ("gen_partial", "a generator function"),
+])
+def test_a_generator_function_is_refused_in_one_line(hostile: Path, name: str, kind: str | None,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    spec = f"{hostile}:{name}"
+    if kind is None:  # a class whose instances' __call__ is a generator: the class itself makes instances
+        spec, kind = f"{hostile}:gen_instance", "a generator function"
+    with pytest.raises(TaskSpecError, match=f"is {kind}: a call only makes an iterator"):
+        UserTask(spec)
+    assert main([spec]) == 2
+    out = capsys.readouterr().out.strip()
+    assert "runs none of its body" in out and "\n" not in out
+
+
+def test_an_awaitable_a_plain_function_returns_is_awaited_and_a_generator_is_not_ok(hostile: Path) -> None:
+    for spec in ("returns_coroutine", "returns_coroutine_twice", "returns_awaitable"):
+        task = UserTask(f"{hostile}:{spec}")
+        assert asyncio.run(task.call({"task_id": f"{spec}-1"}))[1] is None
+        assert task.call_sync({"task_id": f"{spec}-2"})[1] is None
+        task.close()
+    ran = sys.modules[load(f"{hostile}:_body").__module__].RAN
+    assert ran == [f"{spec}-{i}" for spec in ("returns_coroutine", "returns_coroutine_twice", "returns_awaitable")
+                   for i in (1, 2)]  # every body ran, on the loop and in a forked child's own
+    failing = UserTask(f"{hostile}:returns_coroutine")
+    assert asyncio.run(failing.call({"task_id": "f", "fail": True}))[1] == "LookupError"
+    returned = UserTask(f"{hostile}:returns_generator")
+    assert returned.call_sync({"task_id": "g"})[1] == "taskbench.user_task.BodyNotRun"
+    assert asyncio.run(returned.call({"task_id": "g"}))[1] == "taskbench.user_task.BodyNotRun"
+    returned.close()

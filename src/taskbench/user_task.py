@@ -12,10 +12,19 @@ apart from one that waits: a plain function runs in a thread of its own pool (``
 as a library's thread pool would run it), measured with ``time.thread_time`` around the call; a coroutine
 runs on the worker's event loop, measured around each of its steps (:class:`_Timed`), so what other
 tasks do while it awaits is not counted. A call that raises is an outcome, not an error of the run: the
-exception is caught, its type recorded as the execution's failure (:func:`taskbench.ledger.failure_name`)
-and the task returns normally to the library, so no library retries it and the ledger counts it once, as
-**failed**. In a forked child (a forking library's work horse or process worker) :meth:`UserTask.call_sync` runs it,
-a coroutine function in an event loop of the call's own.
+exception is caught, any :class:`BaseException` (``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``
+too: a task must not end its worker), its type recorded as the execution's failure
+(:func:`taskbench.ledger.failure_name`) and the task returns normally to the library, so no library retries it
+and the ledger counts it once, as **failed**. Only a cancellation of the library's own (its time limit, its
+stop) passes through: the task did not finish, and the ledger's start record says it began. In a forked child
+(a forking library's work horse or process worker) :meth:`UserTask.call_sync` runs it, a coroutine function in
+an event loop of the call's own.
+
+A callable must run its body when called: a generator function or an async generator function is refused
+when loaded (its call only makes an iterator, so every "execution" would be one that never ran). A plain
+function that returns an awaitable (a coroutine, a future: a decorated coroutine function, a lambda) has it
+awaited on the loop, as a coroutine function's; one that returns a generator is recorded failed,
+:class:`BodyNotRun`.
 
 ``python -m taskbench.user_task SPEC`` is the pre-flight check the harness runs in every backend's
 environment before any load: it prints ``ok sync`` or ``ok async``, or one line naming the import error
@@ -33,7 +42,7 @@ import inspect
 import os
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -46,6 +55,14 @@ Outcome = tuple[float, str | None]
 
 class TaskSpecError(ValueError):
     """The ``module:callable`` cannot be parsed, imported or called: one line saying why."""
+
+
+class BodyNotRun(TypeError):  # noqa: N818 (its name is what the audit shows as the failure's type)
+    """What a call is recorded as when it returned a generator: the body it holds never ran."""
+
+
+#: how many awaitables in a row a call may return (an awaitable whose result is awaitable again)
+MAX_AWAIT_DEPTH = 8
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -126,12 +143,45 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
+def _is(func: Callable[..., Any], test: Callable[[Any], bool]) -> bool:
+    """``test`` of the function, of a partial's function, or of an object's ``__call__``."""
+    if isinstance(func, functools.partial):
+        return _is(func.func, test)
+    method = type(func).__call__ if not inspect.isroutine(func) else None
+    return test(func) or (method is not None and test(method))
+
+
 def is_async(func: Callable[..., Any]) -> bool:
     """A coroutine function, or an object whose ``__call__`` is one."""
-    if isinstance(func, functools.partial):
-        return is_async(func.func)
-    method = type(func).__call__ if not inspect.isroutine(func) else None
-    return inspect.iscoroutinefunction(func) or (method is not None and inspect.iscoroutinefunction(method))
+    return _is(func, inspect.iscoroutinefunction)
+
+
+def refuse_generator(spec: str, func: Callable[..., Any]) -> None:
+    """TaskSpecError for a generator function or an async generator function: calling it runs none of its body."""
+    for test, kind in ((inspect.isasyncgenfunction, "an async generator function"),
+                       (inspect.isgeneratorfunction, "a generator function")):
+        if _is(func, test):
+            raise TaskSpecError(f"{spec!r} is {kind}: a call only makes an iterator and runs none of its body, "
+                                "so taskbench would count executions that never ran; make it a plain function "
+                                "or an async def without yield")
+
+
+def _cancelled_by_caller() -> bool:
+    """Whether the running task is being cancelled (the library's time limit, its stop), not by the user's code."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+def _not_run(result: Any) -> bool:
+    """A generator (or an async one) returned by a call: its body has not run."""
+    if inspect.isgenerator(result) or inspect.isasyncgen(result):
+        with contextlib.suppress(BaseException):  # it never started: closing runs none of its code
+            result.close() if inspect.isgenerator(result) else result.aclose().close()
+        return True
+    return False
 
 
 class _Timed:
@@ -167,39 +217,80 @@ class UserTask:
     def __init__(self, spec: str, paths: str = "", *, threads: int = 10) -> None:
         self.spec = spec
         self.func = load(spec, paths)
+        refuse_generator(spec, self.func)
         self.is_async = is_async(self.func)
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
 
-    async def call(self, payload: dict[str, Any]) -> Outcome:
-        """Run one call on this event loop (a coroutine) or in the pool (a function)."""
+    async def call(self, payload: dict[str, Any],
+                   started: Callable[[], Coroutine[Any, Any, None]] | None = None) -> Outcome:
+        """Run one call on this event loop (a coroutine) or in the pool (a function, then on this loop
+        what it returned if that is awaitable). ``started`` is awaited just before the body begins (in the
+        pool: once a thread has taken it), so a call that never ends is known to have begun."""
         if self.is_async:
-            timed = _Timed(self.func(payload))
-            try:
-                await timed
-            except Exception as exc:
-                return timed.cpu_s, failure_name(exc)
-            return timed.cpu_s, None
+            if started is not None:
+                await started()
+            return await self._settle(lambda: self.func(payload))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="taskbench-user")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self.call_sync, payload)
+        loop = asyncio.get_running_loop()
+        begin: Callable[[], None] | None = None
+        if started is not None:
+            def begin() -> None:
+                asyncio.run_coroutine_threadsafe(started(), loop).result()
+        cpu_s, error, pending = await loop.run_in_executor(self._pool, self._invoke, payload, begin)
+        if pending is None:
+            return cpu_s, error
+        more_s, error = await self._settle(lambda: pending)
+        return cpu_s + more_s, error
 
     def call_sync(self, payload: dict[str, Any]) -> Outcome:
         """Run one call in this thread (a forked child, a pool thread); a coroutine in a loop of its own."""
+        if self.is_async:
+            return asyncio.run(self.call(payload))
+        cpu_s, error, pending = self._invoke(payload)
+        if pending is None:
+            return cpu_s, error
+        more_s, error = asyncio.run(self._settle(lambda: pending))
+        return cpu_s + more_s, error
+
+    def _invoke(self, payload: dict[str, Any],
+                started: Callable[[], None] | None = None) -> tuple[float, str | None, Any]:
+        """The plain function called in this thread: (CPU seconds, the failure, an awaitable it returned)."""
+        if started is not None:
+            started()  # outside the try: a ledger that cannot be written is no outcome of the task's
         began = time.thread_time()
         try:
-            if self.is_async:
-                return self._run_coroutine(payload)
-            self.func(payload)
-        except Exception as exc:
-            return time.thread_time() - began, failure_name(exc)
-        return time.thread_time() - began, None
+            result = self.func(payload)
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt too: the task's outcome, never the worker's end
+            return time.thread_time() - began, failure_name(exc), None
+        cpu_s = time.thread_time() - began
+        if inspect.isawaitable(result):
+            return cpu_s, None, result
+        return cpu_s, failure_name(BodyNotRun()) if _not_run(result) else None, None
 
-    def _run_coroutine(self, payload: dict[str, Any]) -> Outcome:
-        async def timed() -> Outcome:
-            return await self.call(payload)
-
-        return asyncio.run(timed())
+    async def _settle(self, make: Callable[[], Any]) -> Outcome:
+        """Await what ``make()`` gives (and what that returns, while it is awaitable), over its own steps'
+        CPU; any exception is the outcome but a cancellation of the caller's."""
+        timed = _Timed(None)
+        began = time.thread_time()
+        try:
+            result = make()
+            timed.cpu_s += time.thread_time() - began
+            for _ in range(MAX_AWAIT_DEPTH):
+                if not inspect.isawaitable(result):
+                    break
+                timed.coro = result.__await__()
+                result = await timed
+            if inspect.isawaitable(result):
+                raise BodyNotRun(f"more than {MAX_AWAIT_DEPTH} awaitables in a row")
+            if _not_run(result):
+                raise BodyNotRun("the call returned a generator")
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and _cancelled_by_caller():
+                raise  # the library's time limit or stop: the task did not finish, its start is recorded
+            return timed.cpu_s, failure_name(exc)
+        return timed.cpu_s, None
 
     def close(self) -> None:
         if self._pool is not None:

@@ -209,7 +209,11 @@ class Workloads:
         """The user's callable, then its record: False when the call raised (a failed execution)."""
         if self.user_task is None:
             raise ValueError("a user/task message, and this process has no task (TASKBENCH_TASK)")
-        cpu_s, error = await self.user_task.call(payload_of(task.payload, task.task_id))
+        async def began() -> None:  # a call that never ends leaves its start: indeterminate, not lost
+            await self.recorder.record_start(task.task_id, time.time())
+
+        cpu_s, error = await self.user_task.call(payload_of(task.payload, task.task_id),
+                                                 began if self.settings.ledger else None)
         if not self.settings.ledger:
             self._count_done()
             return error is None

@@ -66,3 +66,23 @@ def test_async_and_sync_record_the_same_and_bad_rows_are_left_out(redis_url: str
     assert found.failed == {"a": (1, "OSError"), "s": (1, "OSError")}
     assert found.cpu_s == {"a": 0.5, "s": 0.5}
     assert ledger.read(client)[0] == {"a": 1, "s": 1}
+
+
+def test_a_start_without_an_end_is_indeterminate_not_lost(client: redis.Redis, run_id: str) -> None:
+    ledger = Ledger(f"taskbench:{run_id}:")
+    now = time.time()
+    for task_id in ("done", "hung", "cut"):
+        ledger.record_start_sync(client, task_id, now)
+    ledger.record_execution_sync(client, "done", now, now, now + 0.01)
+    client.hset(ledger.starts_key, "junk", "not a time")  # a start row that is not one: left out
+    rows = ledger.rows(client)
+    report = audit(["done", "hung", "cut", "never", "junk"], rows.counts, rows.times,
+                   outcomes=ledger.outcomes(client))
+    assert (report.executed, report.lost, report.indeterminate) == (1, 2, 2)
+    assert report.lost_ids == ["junk", "never"] and report.indeterminate_ids == ["cut", "hung"]
+    assert report.indeterminate_since is not None and abs(report.indeterminate_since - now) < 1e-3
+    categories = report.categories()
+    assert (categories["ok"], categories["lost"], categories["indeterminate"]) == (1, 2, 2)
+    assert categories["indeterminate_frac"] == 0.4
+    model = report.to_model()
+    assert model.indeterminate == 2 and model.categories.indeterminate == 2

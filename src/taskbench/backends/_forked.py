@@ -67,6 +67,7 @@ class ForkedBody:
     def _user(self, task: TaskMessage, started: float) -> int:
         if self.user_task is None:
             raise ValueError("a user/task message, and this worker has no task (TASKBENCH_TASK)")
+        self.recorder.record_start(task.task_id, started)  # a call that never ends leaves it: indeterminate
         cpu_s, error = self.user_task.call_sync(payload_of(task.payload, task.task_id))
         self.failed_last = error is not None
         return self.recorder.record_outcome(task.task_id, task.enqueued_at, started, time.time(), cpu_s=cpu_s,

@@ -104,6 +104,9 @@ class BackendInfo:
     prepares_broker: bool = False
     #: where the tasks run: the ledger records an execution the one way of that model
     threading: Threading = "loop"
+    #: the library's setting that ends a running task once ``--task-timeout`` has passed, as taskbench wires it
+    #: ("": none ends it): the audit names it beside the tasks that started and never finished
+    time_limit: str = ""
     #: the package under ``taskbench.backends`` (the library: its extra, its options' prefix) and the
     #: variant's suffix of its modules (``backend_<variant>.py``, ``floor_<variant>.py``); set by the registry
     package: str = ""

@@ -23,7 +23,7 @@ class Audit:
 
     accepted: int
     executed: int  # accepted tasks that ran at least once
-    lost: int  # accepted, never ran
+    lost: int  # accepted, never started
     duplicated: int  # ran more than once (any task id)
     extra_executions: int  # executions beyond the first, summed
     late: int  # finished after the drain deadline
@@ -49,6 +49,12 @@ class Audit:
     failed_types: dict[str, int] = field(default_factory=dict)  # the last exception type -> failed ids
     failed_ids: list[str] = field(default_factory=list)
     cpu: Histogram | None = None  # a user's task: CPU µs of each id's last execution (None: not measured)
+    #: a user's task: accepted ids that started and never finished (Jepsen's "indeterminate"): it hangs, the
+    #: library's time limit cut it, or its worker died mid-call; neither lost nor executed
+    indeterminate: int = 0
+    indeterminate_ids: list[str] = field(default_factory=list)
+    #: when the first of them started (wall clock; None: there are none)
+    indeterminate_since: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -81,6 +87,9 @@ class Audit:
             "failed_types": self.failed_types,
             "failed_ids": self.failed_ids,
             "cpu_ms": self.cpu.summary() if self.cpu is not None and self.cpu.count else None,
+            "indeterminate": self.indeterminate,
+            "indeterminate_ids": self.indeterminate_ids,
+            "indeterminate_since": self.indeterminate_since,
             "categories": self.categories(),
         }
 
@@ -88,7 +97,7 @@ class Audit:
         """Jepsen's queue categories, counts and fractions of the attempted ids (see ``Categories``)."""
         base = max(1, self.attempted)
         counts = {"ok": self.ok_once, "lost": self.lost, "duplicated": self.duplicated,
-                  "unexpected": self.unacknowledged, "failed": self.failed}
+                  "unexpected": self.unacknowledged, "failed": self.failed, "indeterminate": self.indeterminate}
         fractions = {f"{k}_frac": (v / base if self.attempted else 0.0) for k, v in counts.items()}
         return {"attempted": self.attempted, **counts, "recovered": self.recovered, **fractions,
                 "unexpected_ids": self.unacknowledged_ids, "refused": self.refused}
@@ -118,7 +127,8 @@ def audit(
     not *recovered* (its first submission ran it), and they are counted as ``refused``. ``start`` (the
     load's start, wall clock) gives ``executed_per_second``: finishes counted per second after it.
     ``outcomes`` (a user's task, :meth:`Ledger.outcomes`): the accepted ids of which an execution raised
-    are *failed* (by their last exception type) and not *ok*; the CPU times make ``cpu``.
+    are *failed* (by their last exception type) and not *ok*; the CPU times make ``cpu``; an accepted id with a
+    start record and no execution is *indeterminate* (started, never finished), not *lost*.
     """
     rows = sort_rows(counts, times)
     bad = {**rows.corrupt, **(corrupt or {})}
@@ -136,11 +146,15 @@ def audit(
     attempted = len(accepted | failed | refused)
     accepted -= bad.keys()
     lost = sorted(accepted.difference(counts))
+    started = outcomes.started if outcomes is not None else {}
+    indeterminate = [t for t in lost if t in started]
+    if indeterminate:
+        lost = [t for t in lost if t not in started]
     stray = sorted(t for t in counts if t not in accepted)
     dups = sorted(t for t, n in counts.items() if n > 1)
     result = Audit(
         accepted=len(accepted),
-        executed=len(accepted) - len(lost),
+        executed=len(accepted) - len(lost) - len(indeterminate),
         lost=len(lost),
         duplicated=len(dups),
         extra_executions=sum(counts[t] - 1 for t in dups),
@@ -157,6 +171,9 @@ def audit(
         recovered=sum(1 for t in stray if t in failed),
         unacknowledged_ids=stray[:SAMPLE],
         refused=len(refused),
+        indeterminate=len(indeterminate),
+        indeterminate_ids=indeterminate[:SAMPLE],
+        indeterminate_since=min((started[t] for t in indeterminate), default=None),
     )
     if outcomes is not None:
         _outcomes(result, outcomes, accepted, counts)

@@ -25,6 +25,10 @@ instrumentation) records each execution with :data:`RECORD_EXECUTION` instead (:
 * ``P ledger:f`` hash task id -> ``"<failed executions> <exception type>"``, only for a task of which an
   execution raised (the type of the last exception, as :func:`failure_name` writes it).
 
+* ``P ledger:s`` hash task id -> ``"<started_at>"`` of its last start, written before the call
+  (:meth:`Ledger.record_start`): a task that started and never recorded its end (it hangs, the library's time
+  limit cut it, its worker died mid-call) is *indeterminate*, not lost.
+
 A call that raised is still an execution (it ran: never *lost*); the audit counts the accepted ids with a
 row in ``ledger:f`` as **failed**, by exception type, and leaves them out of *ok*. Anyone may write these
 rows with the script alone: ``EVALSHA <sha1 of RECORD_EXECUTION> 4 P:ledger:n P:ledger:t P:ledger:c
@@ -95,6 +99,7 @@ class Ledger:
         self.times_key = f"{prefix}ledger:t"
         self.cpu_key = f"{prefix}ledger:c"  # a user's task: CPU seconds of the last execution
         self.failed_key = f"{prefix}ledger:f"  # a user's task: "<failed executions> <exception type>"
+        self.starts_key = f"{prefix}ledger:s"  # a user's task: when its last execution started
         # the sync path's script, registered on first use with the client that runs it (EVALSHA; redis-py
         # loads it when missing); the async path calls EVALSHA itself
         self._sync_script: Any = None
@@ -185,6 +190,18 @@ class Ledger:
             script = self._sync_execution = client.register_script(RECORD_EXECUTION)
         return int(script(keys=keys, args=args, client=client))
 
+    def start_command(self, task_id: str, started_at: float) -> tuple[str, str, str, str]:
+        """The ``HSET`` of a start record (:meth:`record_start`), for a writer that sends it itself."""
+        return ("HSET", self.starts_key, task_id, f"{started_at:.6f}")
+
+    async def record_start(self, client: aioredis.Redis, task_id: str, started_at: float) -> None:
+        """That an execution of a user's task started (before the call: a call that never ends leaves it)."""
+        await client.hset(self.starts_key, task_id, f"{started_at:.6f}")
+
+    def record_start_sync(self, client: redis.Redis, task_id: str, started_at: float) -> None:
+        """:meth:`record_start` on a synchronous client (a forked child)."""
+        client.hset(self.starts_key, task_id, f"{started_at:.6f}")
+
     def outcomes(self, client: redis.Redis) -> Outcomes:
         """The failed executions and CPU times of a user's task; a row that is not one is left out
         (never raises on content: the counts and times are the proof, these are figures beside it)."""
@@ -202,6 +219,14 @@ class Ledger:
                 continue
             if math.isfinite(seconds) and seconds >= 0:
                 found.cpu_s[_text(key)] = seconds
+        starts, _ = self._hash(client, self.starts_key)
+        for key, value in starts.items():
+            try:
+                began = float(value)
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(began) and began >= 0:
+                found.started[_text(key)] = began
         return found
 
     def _keys(self, incr: tuple[str, int] | None) -> list[str]:

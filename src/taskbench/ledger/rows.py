@@ -37,6 +37,8 @@ class Outcomes:
     failed: dict[str, tuple[int, str]] = field(default_factory=dict)
     #: task id -> CPU seconds of its last execution
     cpu_s: dict[str, float] = field(default_factory=dict)
+    #: task id -> when its last execution started (unix seconds), finished or not
+    started: dict[str, float] = field(default_factory=dict)
 
 
 def sort_rows(raw_counts: Mapping[Any, Any], raw_times: Mapping[Any, Any]) -> Rows:

@@ -104,6 +104,14 @@ class LedgerWriter:
         return int(reply)
 
 
+    async def send(self, *args: str) -> None:
+        """One more command on the records' connection (a start record), batched with them."""
+        try:
+            await self._pipe.submit(*args)
+        except PipeConnectionError as exc:
+            raise LedgerConnectionError(f"ledger connection: {exc}") from exc
+
+
 class RecordCommands:
     """A record's ``EVALSHA`` of :data:`taskbench.ledger.RECORD`, packed: the part that is the same for every
     task once, the task's own fields per call (a few µs a task less than packing it all)."""

@@ -127,7 +127,7 @@ def compare(a: Result, b: Result, *, threshold: float = 0.05, alpha: float = 0.0
 def decide(metric: Metric, threshold: float, alpha: float) -> Verdict:
     if metric.a is None or metric.b is None or not math.isfinite(metric.a) or not math.isfinite(metric.b):
         return "untested"  # a figure that is no number never passes as "same" (results.load rejects one)
-    if metric.name in ("lost", "duplicated", "failed"):  # failures, not noise
+    if metric.name in ("lost", "duplicated", "failed", "indeterminate"):  # failures, not noise
         return "worse" if metric.b > metric.a else "better" if metric.b < metric.a else "same"
     if metric.test is None:
         return "untested"
@@ -206,6 +206,8 @@ def metrics(a: CaseBase, b: CaseBase) -> list[Metric]:
         out.append(Metric("duplicated", "tasks", sa.duplicated or 0, sb.duplicated or 0, False, key="duplicated"))
     if sa.failed is not None or sb.failed is not None:  # a user's task: its calls that raised
         out.append(Metric("failed", "tasks", sa.failed or 0, sb.failed or 0, False, key="failed"))
+        out.append(Metric("indeterminate", "tasks", sa.indeterminate or 0, sb.indeterminate or 0, False,
+                          key="indeterminate"))
     return out
 
 

@@ -253,7 +253,9 @@ def queue_plots(case: QueueCase, shared: Scales) -> list[str]:
                              f"max {audit.end_to_end_ms.max:.0f} ms; {audit.executed} executed, "
                              f"{audit.lost} lost, {audit.duplicated} duplicated"
                              + (f", {audit.failed} failed ({failed_types(audit.failed_types)})"
-                                if audit.failed else "")))
+                                if audit.failed else "")
+                             + (f", {audit.indeterminate} started and never finished"
+                                if audit.indeterminate else "")))
     return out
 
 

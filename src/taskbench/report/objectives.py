@@ -88,13 +88,14 @@ FIGURES: dict[str, Figure] = {
     "lost": Figure("tasks", "accepted tasks that never ran", _summary("lost")),
     "duplicated": Figure("tasks", "tasks that ran more than once", _summary("duplicated")),
     "failed": Figure("tasks", "your task's calls that raised", _summary("failed")),
+    "indeterminate": Figure("tasks", "your task's calls that started and never finished", _summary("indeterminate")),
     "unexpected": Figure("tasks", "tasks that ran though their request failed", _summary("unexpected")),
     "tasks_per_s": Figure("/s", "Celery pool cases: tasks per second", _summary("tasks_per_s")),
 }
 
 #: the metrics ``compare`` can call worse (``Metric.key``): a figure with no samples and no count decides nothing
 GATED = ("rps", "request_p50", "request_p95", "request_p99", "errors", "e2e_p50", "e2e_p95", "executed_per_s",
-         "lost", "duplicated", "failed")
+         "lost", "duplicated", "failed", "indeterminate")
 
 _OBJECTIVE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|!=|<|>)\s*"
                         r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(ms|s|%|/s)?\s*")

@@ -34,7 +34,7 @@ COLUMNS: list[tuple[str, str]] = [
 ]
 #: a user's task's columns (--workload module:callable), before the status
 OWN_TASK_COLUMNS: list[tuple[str, str]] = [
-    ("failed", "right"), ("CPU ms\np50/p95", "right"), ("RSS MB\nstart/peak/end", "right")]
+    ("failed/\nindet", "right"), ("CPU ms\np50/p95", "right"), ("RSS MB\nstart/peak/end", "right")]
 STATUS_TONE = {"ok": "good", "errors": "warn"}
 
 
@@ -79,7 +79,10 @@ def row(case: QueueCase, own_task: bool) -> list[Cell]:
         cpu = "–" if s.cpu_p50_ms is None else f"{s.cpu_p50_ms:.2f}/{s.cpu_p95_ms or 0:.2f}"
         rss = "–" if s.rss_start_mb is None else "/".join(
             _num(v) for v in (s.rss_start_mb, s.rss_peak_mb, s.rss_end_mb))
-        cells[-1:-1] = [Cell((_count(s.failed, "warn"),), s.failed), Cell(((cpu, ""),), s.cpu_p95_ms),
+        # failed: the call raised; indeterminate: it started and never finished (hung, or cut by a time limit)
+        calls = Cell((_count(s.failed, "warn"), ("/", ""), _count(s.indeterminate if s.failed is not None else None,
+                                                                 "warn")), (s.failed or 0) + (s.indeterminate or 0))
+        cells[-1:-1] = [calls, Cell(((cpu, ""),), s.cpu_p95_ms),
                         Cell(((rss, ""),), s.rss_end_mb)]
     return cells
 

@@ -145,6 +145,7 @@ def categories_line(audit: AuditResult) -> str:
     if c.failed or audit.cpu_ms is not None:  # a user's task: its calls that raised, by exception type
         kinds = f": {escape(failed_types(audit.failed_types))}" if audit.failed_types else ""
         parts.append(f"failed {c.failed} ({100 * c.failed_frac:.2f} %{kinds})")
+        parts.append(f"indeterminate {c.indeterminate} ({100 * c.indeterminate_frac:.2f} %)")
     line = f"of {c.attempted} sent: " + ", ".join(parts)
     if c.unexpected:
         line += f"; {c.recovered} of the unexpected after a non-2xx or no answer"

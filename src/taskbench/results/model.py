@@ -162,16 +162,20 @@ class Categories(Figures):
 
     attempted: int = 0
     ok: int = 0  # 2xx, ran exactly once
-    lost: int = 0  # 2xx, never ran
+    lost: int = 0  # 2xx, never started
     duplicated: int = 0  # ran more than once
     unexpected: int = 0  # no 2xx, yet ran
     failed: int = 0  # 2xx, ran, and an execution raised (a user's task: the call, not the delivery, failed)
+    #: 2xx, started and never finished (a user's task that hangs, or that the library's time limit cut):
+    #: Jepsen's "indeterminate", neither lost nor ok
+    indeterminate: int = 0
     recovered: int = 0  # of the unexpected: the driver got a non-2xx or no answer for it
     ok_frac: float = 0.0
     lost_frac: float = 0.0
     duplicated_frac: float = 0.0
     unexpected_frac: float = 0.0
     failed_frac: float = 0.0
+    indeterminate_frac: float = 0.0
     unexpected_ids: list[str] = []
     #: ids answered 409 (already submitted in the run, so not enqueued again): an answer, not a
     #: failure; a normal run has none, its ids being unique
@@ -210,7 +214,12 @@ class AuditResult(Figures):
     failed_ids: list[str] = []
     #: a user's task: CPU time of each task's last execution (None: not measured, or before it)
     cpu_ms: Percentiles | None = None
-    #: ok / lost / duplicated / unexpected / failed; absent from files written before it (all zero then)
+    #: a user's task: accepted ids that started (the ledger's start record) and never finished, a sample of
+    #: them, and when the first of them started (wall clock); absent from files written before it
+    indeterminate: int = 0
+    indeterminate_ids: list[str] = []
+    indeterminate_since: float | None = None
+    #: ok / lost / duplicated / unexpected / failed / indeterminate; absent from files written before it (all zero then)
     categories: Categories = Categories()
 
     @property

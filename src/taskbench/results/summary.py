@@ -51,6 +51,8 @@ class Summary(Figures):
     # queue: a user's task (--workload module:callable)
     failed: int | None = None  # accepted tasks of which an execution raised (audit.failed)
     failed_types: dict[str, int] | None = None  # the last exception type -> failed tasks
+    #: accepted tasks that started and never finished (audit.indeterminate): hung, or cut by a time limit
+    indeterminate: int | None = None
     cpu_p50_ms: float | None = None  # CPU time of one execution (audit.cpu_ms)
     cpu_p95_ms: float | None = None
     rss_start_mb: float | None = None  # the workers' resident memory (the API's for background): first sample

@@ -6,6 +6,7 @@ from taskbench.backends.shapes import Shape, folded
 BACKENDS = (
     BackendInfo(
         name="arq",
+        time_limit="arq's job_timeout",
         port=8002,
         rank=10,
         summary="ARQ: asyncio worker polling a Redis sorted set, msgpack serialization",

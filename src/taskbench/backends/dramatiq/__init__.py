@@ -21,6 +21,7 @@ REDIS_BOUNDS: Final = (
 BACKENDS = (
     BackendInfo(
         name="dramatiq",
+        time_limit="Dramatiq's TimeLimit",
         port=8008,
         rank=70,
         summary="Dramatiq: Redis broker, acks after the actor returned, dead workers' messages requeued",

@@ -84,6 +84,7 @@ def _retry_promise(_broker: str, options: Options) -> Delivery:
 BACKENDS = (
     BackendInfo(
         name="rq",
+        time_limit="RQ's job_timeout",
         port=8023,
         rank=120,
         summary="RQ: Queue.enqueue with the task id as a unique job id, a pool of forking workers, JSON",
@@ -94,6 +95,7 @@ BACKENDS = (
     ),
     BackendInfo(
         name="rq-retry",
+        time_limit="RQ's job_timeout",
         port=8024,
         rank=130,
         summary="RQ with Retry(max=3): an abandoned job is enqueued again instead of failed",

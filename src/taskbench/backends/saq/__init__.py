@@ -40,6 +40,7 @@ def _promise(_broker: str, options: Options) -> Delivery:
 BACKENDS = (
     BackendInfo(
         name="saq",
+        time_limit="SAQ's job timeout",
         port=8003,
         rank=20,
         summary="SAQ: asyncio worker on Redis lists (BLMOVE), JSON, sweeps and retries stuck jobs",
@@ -50,6 +51,7 @@ BACKENDS = (
     ),
     BackendInfo(
         name="saq-postgres",
+        time_limit="SAQ's job timeout",
         port=8022,
         rank=110,
         summary="SAQ on PostgreSQL: SAQ's PostgresQueue (SKIP LOCKED dequeue, LISTEN/NOTIFY), JSON",

@@ -20,6 +20,7 @@ REDIS_BOUNDS: Final = (
 BACKENDS = (
     BackendInfo(
         name="streaq",
+        time_limit="streaq's task timeout",
         port=8004,
         rank=80,
         summary="streaq: asyncio worker on a Redis stream consumer group, JSON, idle tasks reclaimed",

@@ -42,13 +42,16 @@ class Drain:
     #: promise that allows losses excuses it
     still_running: bool = False
 
-    def lines(self, lost: int | None) -> list[str]:
-        """The failures, with the reason the wait ended and the audit's count of tasks that never ran."""
+    def lines(self, lost: int | None, indeterminate: str = "") -> list[str]:
+        """The failures, with the reason the wait ended and the audit's count of tasks that never ran;
+        ``indeterminate``: what it says of the tasks that started and never finished (none: empty)."""
         if self.ended is None:
             return list(self.failures)
-        count = (f"{lost} accepted tasks had not run when the workers were stopped (the audit counts them lost)"
+        # with starts recorded (a user's task), a task that had not run is one that had not started
+        verb = "had not started" if indeterminate else "had not run"
+        count = (f"{lost} accepted tasks {verb} when the workers were stopped (the audit counts them lost)"
                  if lost is not None else "the audit could not count the tasks that had not run")
-        return [*self.failures, f"{self.ended}: {count}"]
+        return [*self.failures, f"{self.ended}: {count}" + (f"; {indeterminate}" if indeterminate else "")]
 
 
 #: ``--restart-workers`` starts exited workers again at most this many times a case (a crash loop ends)

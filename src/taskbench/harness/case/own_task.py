@@ -75,6 +75,7 @@ def add_to_summary(summary: Summary, audit: AuditResult | None, rss: RssRecord |
     if audit is not None:
         summary.failed = audit.failed
         summary.failed_types = dict(audit.failed_types)
+        summary.indeterminate = audit.indeterminate
         if audit.cpu_ms is not None:
             summary.cpu_p50_ms, summary.cpu_p95_ms = audit.cpu_ms.p50, audit.cpu_ms.p95
     if rss is not None:

@@ -199,6 +199,13 @@ class Pipeline:
                      ignore_prefix=self.ignore_prefix, start=loaded.start, corrupt=rows.corrupt,
                      failed_ids=load.failed_ids, refused_ids=load.refused_ids(), outcomes=self.outcomes()).to_model()
 
+    def indeterminate_words(self) -> str:
+        """What the drain's line says of the accepted tasks that started and never finished ("": none)."""
+        report = self.report
+        if report is None or not report.indeterminate:
+            return ""
+        return f"{report.indeterminate} started and never finished (indeterminate: hung or cut, not lost)"
+
     def loss_excused(self) -> str | None:
         """Why a drain that did not end waited in vain for a loss the case allows (audited, not a failure
         of its own); None: it is a failure."""
@@ -207,7 +214,7 @@ class Pipeline:
     def judge_drain(self) -> None:
         """The drain's lines: failures, or said when the loss they count is one the case allows."""
         drained = self.drained
-        lines = drained.lines(None if self.report is None else self.report.lost)
+        lines = drained.lines(None if self.report is None else self.report.lost, self.indeterminate_words())
         excuse = None if drained.drained else self.loss_excused()
         self.drain_ok = drained.drained or excuse is not None
         if excuse is not None:

@@ -226,6 +226,19 @@ class ReferenceCase(Pipeline):
         self.read_outcomes = own_task.read_outcomes(self.cfg, self.client, self.ledger, self.say)
         return self.read_outcomes
 
+    def indeterminate_words(self) -> str:
+        words = super().indeterminate_words()
+        report = self.report
+        if not words or report is None or report.indeterminate_since is None:
+            return words
+        limit, timeout = self.backend.time_limit, self.cfg.task_timeout
+        age = max(0.0, time.time() - report.indeterminate_since)
+        since = f"the first started {age:.0f} s before the audit"
+        if not limit:
+            return f"{words}; {since}, and {self.case.backend} ends no running task here (no time limit)"
+        fired = "had passed: the library gave up on them" if age > timeout else "had not passed: still running"
+        return f"{words}; {since}: {limit} ({timeout:g} s, --task-timeout) {fired}"
+
     def loss_excused(self) -> str | None:
         # a fault may lose what the backend does not promise to keep: those never come, so a drain that
         # waited for them in vain is the loss (audited), not a failure of its own; a drain that ran out of

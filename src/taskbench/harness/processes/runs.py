@@ -11,7 +11,9 @@ not the run), its output folder, and a token that every process it starts carrie
   SIGKILL), and deletes the record.
 
 Normally nothing is left: each process group dies with the harness (the reaper of
-:mod:`taskbench.procgroup`); this is for what that could not reach (a reaper killed with the harness).
+:mod:`taskbench.procgroup`); this is for what that could not reach (a reaper killed with the harness). A run
+that ends sweeps its own marker the same way (:func:`sweep`): a process that left its group (a task that
+forked twice and called ``setsid``) is found by its environment and stopped.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from taskbench.files import write_atomic
-from taskbench.procgroup import OWNER_ENV
+from taskbench.procgroup import OWNER_ENV, reaper_pid
 
-__all__ = ["RunRecord", "leftovers", "registered", "runs_dir"]
+__all__ = ["RunRecord", "leftovers", "registered", "runs_dir", "sweep"]
 
 Say = Callable[[str], None]
 #: how long leftovers get between SIGTERM and SIGKILL
@@ -114,6 +116,25 @@ def stop_pids(pids: list[int], grace: float = LEFTOVER_GRACE) -> None:
             return
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    """Whether ``ancestor`` is a parent, grandparent, ... of ``pid`` (an orphan's parent is 1 or a subreaper)."""
+    seen: set[int] = set()
+    parent = _parent(pid)
+    while parent is not None and parent > 1 and parent not in seen:
+        if parent == ancestor:
+            return True
+        seen.add(parent)
+        parent = _parent(parent)
+    return False
+
+
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
@@ -166,5 +187,22 @@ def registered(output: Path, say: Say) -> Iterator[RunRecord]:
             os.environ.pop(OWNER_ENV, None)
         else:
             os.environ[OWNER_ENV] = saved
+        sweep(record.marker, say)
         with contextlib.suppress(OSError):
             path.unlink()
+
+
+def sweep(marker: str, say: Say) -> dict[int, str]:
+    """Stop what still carries this run's marker once the run ended (returned: pid -> command line).
+
+    Every group the run started is stopped by then; what is left escaped its group (a task that forked
+    twice and called ``setsid``), so only its marker finds it, an orphan. This process's own children (the
+    reaper of the run's groups, a ``multiprocessing`` helper) are kept: they are no orphans.
+    """
+    me = os.getpid()
+    left = {pid: argv for pid, argv in leftovers(marker).items() if pid != reaper_pid() and not _descends(pid, me)}
+    if left:
+        say(f"{len(left)} process(es) of this run outlived their process group (a task that forked and left "
+            "its session?); stopping them: " + "; ".join(f"pid {pid} ({argv})" for pid, argv in sorted(left.items())))
+        stop_pids(sorted(left))
+    return left

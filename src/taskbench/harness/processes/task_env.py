@@ -7,12 +7,15 @@ rather than changing what is measured. A later ``uv sync`` of the environment (`
 removes the package; the next run installs it again.
 
 Then every environment imports the callable once (``python -m taskbench.user_task SPEC``) before any
-process starts: an environment that cannot is one line naming it and the import error.
+process starts: an environment that cannot is one line naming it and the import error. The check runs in a
+process group of its own, killed once it answered: what the module started at import goes with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
@@ -20,6 +23,7 @@ from pathlib import Path
 
 from taskbench.harness import HarnessError
 from taskbench.harness.processes.envs import project_root, uv_binary
+from taskbench.procgroup import forget_group, watch_group
 
 Say = Callable[[str], None]
 #: seconds an install, and an import check, may take
@@ -60,16 +64,36 @@ def install(python: Path, extra: str, packages: tuple[str, ...], say: Say) -> No
 def check(python: Path, extra: str, spec: str, task_path: str | None) -> str:
     """``sync`` or ``async``: the callable imports in this environment; HarnessError in one line if not."""
     env: Mapping[str, str] = {**os.environ, "TASKBENCH_TASK_PATH": task_path or ""}
-    try:
-        done = subprocess.run([str(python), "-m", "taskbench.user_task", spec], env=env, capture_output=True,
-                              text=True, check=False, timeout=CHECK_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise HarnessError(f"the '{extra}' environment: importing {spec} took more than {CHECK_TIMEOUT} s") from None
-    answer = done.stdout.strip().splitlines()
-    if done.returncode == 0 and answer and answer[-1].startswith("ok "):
+    code, out, err = _run_alone([str(python), "-m", "taskbench.user_task", spec], env)
+    if code is None:
+        raise HarnessError(f"the '{extra}' environment: importing {spec} took more than {CHECK_TIMEOUT} s")
+    answer = out.strip().splitlines()
+    if code == 0 and answer and answer[-1].startswith("ok "):
         return answer[-1].removeprefix("ok ")
-    why = answer[-1] if answer else _last_line(done.stderr)
+    why = answer[-1] if answer else _last_line(err)
     raise HarnessError(f"the '{extra}' environment ({python.parent.parent}) cannot use your task: {why}")
+
+
+def _run_alone(argv: list[str], env: Mapping[str, str]) -> tuple[int | None, str, str]:
+    """``argv`` in a process group of its own, killed whole when its leader exits (or at the timeout):
+    (its exit code or None at the timeout, its stdout, its stderr). The output goes to files, not pipes, so
+    a child that the user's module forked at import and that holds them open does not hold the check."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
+        watch_group(proc.pid)
+        try:
+            code: int | None = proc.wait(timeout=CHECK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            forget_group(proc.pid)
+        out.seek(0)
+        err.seek(0)
+        return code, out.read().decode(errors="replace"), err.read().decode(errors="replace")
 
 
 def prepare(pythons: Mapping[str, Path], extras: Mapping[str, str], *, spec: str, task_path: str | None,

@@ -41,6 +41,11 @@ class ChildRecorder:
             return 1
         return self.ledger.record_sync(self.client, task_id, enqueued_at, started_at, finished_at, incr=incr)
 
+    def record_start(self, task_id: str, started_at: float) -> None:
+        """That a user's task started, before its call (nothing with the ledger off)."""
+        if self.on:
+            self.ledger.record_start_sync(self.client, task_id, started_at)
+
     def record_outcome(self, task_id: str, enqueued_at: float, started_at: float, finished_at: float, *,
                        cpu_s: float | None, error: str | None) -> int:
         """Record a user's task: its CPU time, and its error if the call raised."""

@@ -164,6 +164,15 @@ class Recorder:
         async with self._slots:
             return await self.ledger.record(self._client, task_id, enqueued_at, started_at, finished_at, incr=incr)
 
+    async def record_start(self, task_id: str, started_at: float) -> None:
+        """That a user's task started, before its call (on the records' connection when there is one: one more
+        command in their batch, not a round trip of its own)."""
+        if self._writer is not None:
+            await self._writer.send(*self.ledger.start_command(task_id, started_at))
+            return
+        async with self._slots:
+            await self.ledger.record_start(self._client, task_id, started_at)
+
     async def record_outcome(self, task_id: str, enqueued_at: float, started_at: float, finished_at: float, *,
                              cpu_s: float | None, error: str | None) -> int:
         """Record one execution of a user's task from the loop, with its CPU time and its exception type."""
