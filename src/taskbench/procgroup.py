@@ -174,15 +174,20 @@ class Managed:
         self.env = dict(env)
         if OWNER_ENV in os.environ:  # the run's marker: what survives a dead run can be found by it
             self.env.setdefault(OWNER_ENV, os.environ[OWNER_ENV])
-        self.popen = subprocess.Popen(
-            self.argv,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group: stop() reaches its children too
-            user=self.user,
-        )
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: stop() reaches its children too
+                user=self.user,
+            )
+        except BaseException:  # nothing started (a missing program): the log is not left open
+            self._log.close()
+            self._log = None
+            raise
         watch_group(self.popen.pid)
         if self.cpus:
             with contextlib.suppress(OSError):  # affinity is best effort; placement records it

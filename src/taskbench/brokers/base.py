@@ -51,6 +51,13 @@ class Broker:
     #: its server is a SQL database that keeps a run's queue in a schema of its own: a soak samples the
     #: schema's size and live rows as the broker's growth (PostgreSQL)
     sized_by_schema: ClassVar[bool] = False
+    #: what a client says first on connecting (AMQP's protocol header; None: it listens first, as NATS does)
+    hello: ClassVar[bytes | None] = None
+    #: how its server's first answer starts (a port that accepts and answers nothing, or something else,
+    #: is not this broker); None: a TCP connect is the check
+    greeting: ClassVar[tuple[bytes, ...] | None] = None
+    #: the schemes whose first bytes are TLS: the greeting is not read on them
+    tls_schemes: ClassVar[tuple[str, ...]] = ()
     #: the class of its private server, ``"module:attr"``, imported by the harness on use
     server: ClassVar[str]
     #: (the private server's option, the attribute of the run's config that holds it): ``--postgres-durability``
@@ -99,15 +106,35 @@ class Broker:
     # -- talking to it ---------------------------------------------------------------------------
 
     def check(self, url: str, timeout: float = 3.0) -> None:
-        """A HarnessError naming the broker with host and port unless it answers: here a TCP connect."""
+        """A HarnessError naming the broker with host and port unless it answers: a TCP connect, then its
+        server's first words (:attr:`greeting`) within ``timeout``."""
         wrong = self.check_scheme(url)
         if wrong:
             raise HarnessError(wrong)
         try:
-            socket.create_connection(self.address(url), timeout=timeout).close()
+            with socket.create_connection(self.address(url), timeout=timeout) as sock:
+                problem = self._greeted(sock, url, timeout)
         except OSError as exc:
             raise HarnessError(f"cannot reach {self.describe(url)}: {exc.strerror or exc}; start one or point "
                                f"at one with --broker-url") from None
+        if problem:
+            raise HarnessError(f"cannot use {self.describe(url)}: {problem}; is it a {self.label} server?")
+
+    def _greeted(self, sock: socket.socket, url: str, timeout: float) -> str | None:
+        """Why the server on ``sock`` is not this broker (None: it greeted as one, or there is no greeting)."""
+        if self.greeting is None or urlsplit(url).scheme in self.tls_schemes:
+            return None
+        if self.hello:
+            sock.sendall(self.hello)
+        try:
+            first = sock.recv(64)
+        except TimeoutError:
+            return f"it took the connection and answered nothing in {timeout:g} s"
+        if not first:
+            return "it closed the connection without answering"
+        if not first.startswith(self.greeting):
+            return "it answered, but not as " + self.label
+        return None
 
     def read_durability(self, *, client: Any = None, url: str = "") -> Durability:
         """What the broker keeps across its restart. ``client``: a Redis client of the broker (Redis);

@@ -19,6 +19,8 @@ class Nats(Broker):
     schemes = ("nats", "tls")
     local_url = "nats://127.0.0.1:4222"
     fault_needs_private = True
+    greeting = (b"INFO ",)  # the server speaks first: its INFO line
+    tls_schemes = ("tls",)
     # faststream on NATS: a JetStream stream with file storage (the server's default) and publishes that
     # wait for JetStream's ack
     stated_durability = Durability(True, "JetStream stream with file storage, acknowledged publishes")

@@ -19,6 +19,11 @@ class RabbitMQ(Broker):
     schemes = ("amqp", "amqps")
     local_url = "amqp://guest:guest@127.0.0.1:5672/"
     fault_needs_private = True
+    # AMQP 0-9-1: the client's protocol header; the server answers Connection.Start (a method frame on
+    # channel 0), or its own header when it speaks another version
+    hello = b"AMQP\x00\x00\x09\x01"
+    greeting = (b"\x01\x00\x00", b"AMQP")
+    tls_schemes = ("amqps",)
     # as the backends configure it (see each backend module): celery a durable classic queue, persistent
     # messages and confirm_publish; taskiq and faststream quorum queues, persistent messages on a
     # publisher-confirm channel

@@ -73,7 +73,7 @@ def check_reachable(url: str, timeout: float = 3.0) -> None:
     except redis.exceptions.ResponseError as exc:
         raise HarnessError(f"Redis at {describe(url)} answered an error: {exc}") from None
     except (redis.exceptions.RedisError, ValueError) as exc:  # a host name that cannot be encoded, …
-        raise HarnessError(f"cannot use {redact(url)}: {type(exc).__name__}: {exc}") from None
+        raise HarnessError(f"cannot use Redis at {describe(url)}: {type(exc).__name__}: {exc}") from None
     finally:
         client.close()
 

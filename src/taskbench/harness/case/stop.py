@@ -14,6 +14,7 @@ from taskbench import backends
 from taskbench.harness.faults.stalls import redis_errors, server_of
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes.process_set import ProcessSet
+from taskbench.procgroup import Managed
 from taskbench.results import Cleanup
 from taskbench.settings import Settings
 
@@ -49,13 +50,30 @@ def clean_up(client: Any, settings: Settings, backend: backends.BackendInfo, *, 
     return result
 
 
-def purge(python: Path, env_vars: dict[str, str], logs: Path) -> str:
-    """Delete the run's queues or streams on a RabbitMQ/NATS broker, from the backend's environment."""
-    out = subprocess.run([str(python), "-m", "taskbench", "purge"], env={**os.environ, **env_vars},
-                         capture_output=True, text=True, timeout=60, check=False)
-    logs.mkdir(parents=True, exist_ok=True)
-    (logs / "purge.log").write_text(out.stdout + out.stderr)
-    return "ok" if out.returncode == 0 else f"failed (exit {out.returncode}, see purge.log)"
+#: how long a purge gets: a broker that went silent mid-run must not hold the clean-up for longer
+PURGE_TIMEOUT = 60.0
+
+
+def purge(python: Path, env_vars: dict[str, str], logs: Path, timeout: float = PURGE_TIMEOUT) -> str:
+    """Delete the run's queues or streams on a RabbitMQ/NATS/PostgreSQL broker, from the backend's environment.
+
+    Never raises: the clean-up runs after the measurement, and a broker that does not answer (a silent port,
+    a stall) is said in the case's ``cleanup.purge``. The purge runs in a process group of its own, stopped
+    by its id when its time is up."""
+    proc = Managed(name="purge", argv=[str(python), "-m", "taskbench", "purge"], log_path=logs / "purge.log")
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        proc.start({**os.environ, **env_vars})
+    except OSError as exc:
+        return f"failed ({exc.strerror or exc})"
+    assert proc.popen is not None
+    try:
+        code = proc.popen.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.stop(timeout=5.0)
+        return f"failed (no answer in {timeout:g} s, see purge.log)"
+    proc.stop(timeout=5.0)  # its group: anything it left behind
+    return "ok" if code == 0 else f"failed (exit {code}, see purge.log)"
 
 
 def stop_failures(procs: ProcessSet) -> list[str]:

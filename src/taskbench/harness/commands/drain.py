@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -18,6 +17,7 @@ from taskbench.files import write_atomic
 from taskbench.harness import HarnessError, progress
 from taskbench.harness.brokers import provide_broker
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
+from taskbench.harness.case.stop import purge
 from taskbench.harness.config import Placement, RunConfig
 from taskbench.harness.keys import delete_run_keys
 from taskbench.harness.processes.envs import ensure_env, versions
@@ -122,9 +122,9 @@ def _drain_backend(name: str, meta: backends.BackendInfo, python: Path, broker_e
                 code = case.exit_code()
         except BaseException:
             with contextlib.suppress(Exception):  # the keys go; the reason it stopped is what is reported
-                _cleanup(redis, used, meta, python, env)
+                _cleanup(redis, used, meta, python, env, out)
             raise
-        _cleanup(redis, used, meta, python, env)
+        _cleanup(redis, used, meta, python, env, out)
         rows += _rows(log, name, code, python, round_)
     return rows
 
@@ -233,14 +233,13 @@ def _exited(proc: Managed) -> bool:
 
 
 def _cleanup(servers: RunRedis, run_ids: list[str], meta: backends.BackendInfo, python: Path,
-             env: dict[str, str]) -> None:
+             env: dict[str, str], out: Path) -> None:
     """The rounds' keys, and on a broker other than Redis what the rounds made there (``taskbench purge``)."""
     import redis
 
     if brokers.info(env.get("TASKBENCH_BROKER", brokers.DEFAULT)).purge_on_cleanup:
         for run_id in run_ids:
-            subprocess.run([str(python), "-m", "taskbench", "purge"], env={**env, "TASKBENCH_RUN_ID": run_id},
-                           capture_output=True, timeout=60, check=False, start_new_session=True)
+            purge(python, {**env, "TASKBENCH_RUN_ID": run_id}, out / f"purge-{run_id}")
 
     client = redis.Redis.from_url(servers.url)
     broker = None if servers.shared else redis.Redis.from_url(servers.broker_url)
@@ -309,7 +308,7 @@ def drain_of(cfg: RunConfig, name: str, python: Path, redis: RunRedis, out: Path
                 code = case.exit_code()
         finally:
             with contextlib.suppress(Exception):  # the keys go; a failure of the drain is what is reported
-                _cleanup(redis, [run_id], meta, python, env)
+                _cleanup(redis, [run_id], meta, python, env, out)
     (row,) = _rows(log, name, code, python, 0)
     row["log"] = str(log)
     return row
