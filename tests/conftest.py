@@ -171,7 +171,7 @@ def out_dir(tmp_path: Path) -> Path:
 def cli(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Result]]:
     """Run ``taskbench ARGS`` in this process (typer's CliRunner): for what needs no process boundary.
 
-    The commands export options into ``os.environ`` and ``run``/``up`` install SIGINT/SIGTERM
+    The commands export options into ``os.environ`` and ``run``/``up`` install SIGINT/SIGTERM/SIGHUP
     handlers; both are put back afterwards, so nothing leaks into the next test.
     """
     from typer.testing import CliRunner
@@ -179,7 +179,7 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Result]]:
     from taskbench.cli import app
 
     saved_env = dict(os.environ)
-    saved_handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    saved_handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     runner = CliRunner()
 
     def invoke(*args: str) -> Result:

@@ -47,12 +47,14 @@ def test_loadspec_validation(kwargs: dict[str, object], match: str) -> None:
         LoadSpec(**kwargs)  # type: ignore[arg-type]
 
 
-def test_split_divides_users_rate_and_requests() -> None:
+def test_split_divides_users_and_requests_and_shares_out_the_arrivals() -> None:
     spec = LoadSpec(model="open", users=5, rate=90.0, requests=10, processes=3)
     parts = spec.split()
     assert [p.users for p in parts] == [2, 2, 1]
     assert [p.requests for p in parts] == [4, 3, 3]
-    assert sum(p.rate or 0 for p in parts) == pytest.approx(90.0)
+    # each process takes every third arrival of the whole load's schedule: the rate is not divided
+    assert [p.rate for p in parts] == [90.0] * 3
+    assert [p.share for p in parts] == [(0, 3), (1, 3), (2, 3)]
     assert all(p.processes == 1 for p in parts)
 
 

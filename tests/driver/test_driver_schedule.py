@@ -53,11 +53,12 @@ def test_stages_merge_over_processes_and_survive_a_round_trip(port: int) -> None
     assert [s.ok for s in model.stages] == [20, 40]
 
 
-def test_split_divides_each_stages_rate() -> None:
+def test_split_shares_out_the_schedules_arrivals() -> None:
     spec = LoadSpec(model="open", users=4, processes=2,
                     schedule=(Stage(duration=2, rate=100), Stage(duration=1, rate=0)))
     parts = spec.split()
-    assert [[s.rate for s in p.schedule] for p in parts] == [[50, 0], [50, 0]]
+    assert [p.schedule for p in parts] == [spec.schedule] * 2
+    assert [p.share for p in parts] == [(0, 2), (1, 2)]
     assert spec.max_duration == spec.scheduled_s == 3
 
 

@@ -130,26 +130,53 @@ def backend_names(text: str, broker: str | None = None) -> list[str]:
     return [b.strip() for b in text.split(",") if b.strip()]
 
 
-#: what a command says when SIGINT or SIGTERM stopped it (exit 130)
+#: what a command says when SIGINT, SIGTERM or SIGHUP stopped it (exit 130)
 INTERRUPTED = "interrupted; every process it started was stopped"
 
 
+#: the signals that stop a command as Ctrl-C does: SIGHUP is a closed terminal or a dropped ssh session
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def interrupt_on_signals() -> None:
-    """SIGINT and SIGTERM raise KeyboardInterrupt, so the stop path runs and stops every process.
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt, so the stop path runs, stops every process and
+    writes the interrupted result.
 
     SIGINT is set explicitly: a shell starts a background job with SIGINT ignored, and Python keeps
-    an inherited "ignore", so ``taskbench run &`` could otherwise not be interrupted.
+    an inherited "ignore", so ``taskbench run &`` could otherwise not be interrupted. After a SIGHUP the
+    terminal may be gone: what is still said goes nowhere rather than failing the stop path
+    (:func:`_detach_hung_up_terminal`).
     """
 
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    def on_hangup(signum: int, frame: object) -> None:
+        _detach_hung_up_terminal()
+        raise KeyboardInterrupt
+
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_hangup)
+
+
+def _detach_hung_up_terminal() -> None:
+    """Point stdout and stderr at /dev/null where they are a terminal that hung up (even an empty write
+    fails there, with EIO; a pipe or a file takes it): the lines after a hang-up have no reader, and the
+    result file says what they would."""
+    for fd in (1, 2):
+        try:
+            os.write(fd, b"")
+        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, fd)
+            finally:
+                os.close(devnull)
 
 
 def execute(runner: Runner | ScenarioRunner | TargetRunner, console: Any) -> Result:
-    """Run a Runner, ScenarioRunner or TargetRunner: SIGTERM acts as Ctrl-C, errors become one line.
+    """Run a Runner, ScenarioRunner or TargetRunner: SIGTERM and SIGHUP act as Ctrl-C, errors become one line.
 
     Whether the result passed is :meth:`Result.passed` (one rule, :func:`taskbench.results.passed`).
     """

@@ -9,13 +9,14 @@ Coroutines are only used for connecting (rare) and for the run's lifecycle.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import string
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from time import perf_counter
 
+from taskbench.driver.arrivals import Stretch, stretches
 from taskbench.driver.conn import Conn
 from taskbench.driver.load_spec import LoadSpec, RequestTemplate
 from taskbench.driver.result import LoadResult, StageResult
@@ -24,6 +25,15 @@ from taskbench.histogram import Histogram
 _RECONNECT_BACKOFF_S = 0.01  # keeps a refused port from becoming a busy loop
 _LATE_S = 0.01  # open model: dispatch this much after schedule counts as late
 _TICK_S = 0.001  # open model: scheduler granularity
+
+
+@dataclass(frozen=True)
+class _Steady:
+    """An open-model load at one rate (no schedule): one stretch that lasts the load's bound."""
+
+    duration: float
+    rate: float
+    id_prefix: str = ""
 
 
 class Engine:
@@ -53,10 +63,9 @@ class Engine:
         self.t0 = perf_counter()
         # open model state
         self.idle: list[Conn] = []
-        self.backlog: deque[tuple[int, float, str]] = deque()
+        self.backlog: deque[tuple[int, float, str, int]] = deque()  # seq, intended, id prefix, stage
         self.connecting = 0
-        # a rate schedule: each stage's start (perf_counter, set when the arrivals begin) and counts
-        self.stage_starts: list[float] = []
+        # a rate schedule: each stage's counts
         self.res.stages = [StageResult() for _ in spec.schedule]
         #: called once, when this engine reserves its last request (engines run together stop together)
         self.at_limit: Callable[[], None] | None = None
@@ -107,12 +116,6 @@ class Engine:
         if self.active > row[3]:
             row[3] = self.active
         return row
-
-    def _stage(self, intended: float) -> int:
-        """The stage a request intended at ``intended`` belongs to (-1 without a schedule)."""
-        if not self.stage_starts:
-            return -1
-        return max(0, bisect.bisect_right(self.stage_starts, intended) - 1)
 
     def _error(self, tid: str, kind: str, now: float, index: int = -1) -> None:
         stage = self.res.stages[index] if index >= 0 else None
@@ -256,8 +259,8 @@ class Engine:
     # -- open ------------------------------------------------------------------
     def _free(self, conn: Conn) -> None:
         if self.backlog:
-            seq, intended, prefix = self.backlog.popleft()
-            self._send(conn, seq, intended, prefix, self._stage(intended))
+            seq, intended, prefix, stage = self.backlog.popleft()
+            self._send(conn, seq, intended, prefix, stage)
         else:
             self.idle.append(conn)
 
@@ -273,15 +276,15 @@ class Engine:
         self.connecting -= 1
         if conn is None:
             if self.backlog:
-                seq, intended, prefix = self.backlog.popleft()
-                self._error(prefix + self.id_prefix + str(seq), "connect", perf_counter(), self._stage(intended))
+                seq, _, prefix, stage = self.backlog.popleft()
+                self._error(prefix + self.id_prefix + str(seq), "connect", perf_counter(), stage)
             await asyncio.sleep(_RECONNECT_BACKOFF_S)
             self._ensure_conns()
             return
         self.active += 1
         self._free(conn)
 
-    def _dispatch(self, intended: float, now: float, prefix: str = "") -> bool:
+    def _dispatch(self, intended: float, now: float, prefix: str = "", index: int = -1) -> bool:
         seq = self._take()
         if seq is None:
             return False
@@ -289,59 +292,53 @@ class Engine:
         late = now - intended > _LATE_S
         if late:
             self.res.late += 1
-        index = self._stage(intended)
         if index >= 0:
             self.res.stages[index].intended += 1
             self.res.stages[index].late += late
         if self.idle:
             self._send(self.idle.pop(), seq, intended, prefix, index)
         else:
-            self.backlog.append((seq, intended, prefix))
+            self.backlog.append((seq, intended, prefix, index))
             self._ensure_conns()
         return True
 
-    def _arrivals(self, start: float) -> list[tuple[float, float, float, str]]:
-        """The open model's stretches as (from, until, interval, id prefix), perf_counter times: one
-        stretch at ``rate`` until the run's bound, or one per stage of the schedule (a rate of 0 sends
-        nothing in its stage). A duration bounds the arrivals themselves: rate x duration of them, never
-        one due at or after it, even when a late wake-up of the loop runs past the stop's timer (a busy
-        machine sent 142 requests for 4 s at 20, 10 and 5 per second)."""
-        if not self.spec.schedule:
-            assert self.spec.rate is not None
-            return [(start, start + self.spec.max_duration, 1.0 / self.spec.rate, "")]
-        out, at = [], start
-        for stage in self.spec.schedule:
-            self.stage_starts.append(at)
-            out.append((at, at + stage.duration, 1.0 / stage.rate if stage.rate else float("inf"),
-                        stage.id_prefix))
-            at += stage.duration
-        return out
+    def _stretches(self) -> list[Stretch]:
+        """This engine's arrivals: its share of one schedule across the stages (:mod:`.arrivals`), or of
+        the one rate until the load's bound. Each stage sends its count of them, even when a late wake-up
+        of the loop runs past the stage's end or the stop's timer (a busy machine once sent 142 requests
+        for 4 s at 20, 10 and 5 per second)."""
+        if self.spec.schedule:
+            return stretches(self.spec.schedule, self.spec.share)
+        assert self.spec.rate is not None
+        return stretches([_Steady(self.spec.max_duration, self.spec.rate)], self.spec.share)
 
     async def _run_open(self) -> None:
         start = perf_counter()
-        for begin, until, interval, prefix in self._arrivals(start):
-            if interval == float("inf"):  # a stage at rate 0: nothing is sent until it ends
-                while not self.stopping and perf_counter() < until:  # noqa: ASYNC110 - a timed wait
-                    await asyncio.sleep(min(0.05, max(_TICK_S, until - perf_counter())))
-                continue
-            k = 0
-            while not self.stopping and self.issued < self.limit:
-                due = begin + k * interval
-                if due >= until:
-                    break
+        for stretch in self._stretches():
+            stage = stretch.stage if self.spec.schedule else -1
+            n = stretch.first
+            while not self.stopping and self.issued < self.limit and n < stretch.end:
                 now = perf_counter()
                 # Issue every arrival that is due; if the loop woke late they all go
                 # now, stamped with their intended times (so their latency shows it).
                 # Arrivals due within half a tick go now rather than a whole tick late;
                 # those are timed from their actual send (see _dispatch).
                 horizon = now + _TICK_S / 2
-                while due <= horizon and due < until and self._dispatch(due, now, prefix):
-                    k += 1
-                    due = begin + k * interval
+                due = start + stretch.due(n)
+                while n < stretch.end and due <= horizon and self._dispatch(due, now, stretch.id_prefix, stage):
+                    n += stretch.step
+                    due = start + stretch.due(n)
+                if n >= stretch.end:
+                    break
                 # Sleep at least one tick: event-loop timers have ~1 ms resolution and a
                 # shorter sleep degenerates into a busy loop. Arrivals due meanwhile go
-                # out in a batch at wake-up, still timed from their intended send.
-                await asyncio.sleep(max(_TICK_S, min(due, until) - perf_counter()))
+                # out in a batch at wake-up, still timed from their intended send. At most 50 ms:
+                # a stop (the parent's) is seen within it, even across a long pause at rate 0.
+                await asyncio.sleep(min(0.05, max(_TICK_S, due - perf_counter())))
+        # a schedule lasts its stages (a last one at rate 0 is a pause the load keeps)
+        until = start + self.spec.scheduled_s
+        while self.spec.schedule and not self.stopping and perf_counter() < until:  # noqa: ASYNC110 - a timed wait
+            await asyncio.sleep(min(0.05, max(_TICK_S, until - perf_counter())))
         drain_until = perf_counter() + self.timeout
         # Polling is fine here: the drain runs once, is short and is bounded.
         while (self.backlog or self.inflight) and perf_counter() < drain_until:  # noqa: ASYNC110

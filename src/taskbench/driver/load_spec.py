@@ -134,6 +134,10 @@ class LoadSpec:
     without ``-k`` (False). Latency counts from the send, after the connect.
 
     Every run is bounded by ``requests`` and/or ``duration`` (whichever first).
+
+    ``share`` (open model): ``(index, count)``, this driver's part of the arrivals: every ``count``-th one
+    of the whole load's schedule from ``index`` on (:mod:`taskbench.driver.arrivals`). ``rate`` and
+    ``schedule`` stay the whole load's, so the drivers together send exactly its arrivals.
     """
 
     model: Literal["closed", "open", "ramp"] = "closed"
@@ -148,8 +152,12 @@ class LoadSpec:
     timeout: float = 30.0
     id_prefix: str = ""
     schedule: tuple[Stage, ...] = ()
+    share: tuple[int, int] = (0, 1)
 
     def __post_init__(self) -> None:
+        index, count = self.share
+        if not 0 <= index < count:
+            raise ValueError(f"share must be (index, count) with 0 <= index < count, got {self.share!r}")
         if self.model not in ("closed", "open", "ramp"):
             raise ValueError(f"unknown model {self.model!r}")
         if self.schedule:
@@ -201,21 +209,21 @@ class LoadSpec:
         return self.duration if self.duration is not None else MAX_DURATION_S
 
     def split(self) -> list[LoadSpec]:
-        """Per-process specs: users, rate and requests divided as evenly as possible."""
+        """Per-process specs: users, ramp and requests divided as evenly as possible; the open model's
+        arrivals shared out (:attr:`share`: every n-th one of the whole schedule), not its rate divided."""
         n = self.processes
+        index, count = self.share
         out: list[LoadSpec] = []
         for i in range(n):
             users = self.users // n + (1 if i < self.users % n else 0)
             requests = None
             if self.requests is not None:
                 requests = self.requests // n + (1 if i < self.requests % n else 0)
-            rate = None if self.rate is None else self.rate / n
             ramp = self.ramp_per_s / n
-            schedule = tuple(dataclasses.replace(stage, rate=stage.rate / n) for stage in self.schedule)
             out.append(
                 dataclasses.replace(
-                    self, users=users, requests=requests, rate=rate, ramp_per_s=ramp, processes=1,
-                    schedule=schedule,
+                    self, users=users, requests=requests, ramp_per_s=ramp, processes=1,
+                    share=(index + i * count, count * n),
                 )
             )
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -339,9 +339,8 @@ class RunConfig:
         return self.fault is not None if self.restart_workers is None else self.restart_workers
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         data = asdict(self)
+        data["load"] = load_dict(self.load)
         data["output"] = str(self.output)
         data["backends"] = list(self.backends)
         if self.redis_url:
@@ -349,6 +348,14 @@ class RunConfig:
         if self.broker_url:
             data["broker_url"] = redact(self.broker_url)
         return data
+
+
+def load_dict(spec: LoadSpec) -> dict[str, Any]:
+    """A run's load as its result's config holds it: without ``share``, a driver process's part of the
+    load (the run's is all of it)."""
+    data = asdict(spec)
+    data.pop("share")
+    return data
 
 
 def load_spec(values: Mapping[str, Any]) -> LoadSpec:

@@ -145,7 +145,10 @@ def run_case(case: Case, python: Path, out_dir: Path, placement: Placement, say:
         peak_rps=peak_rps([row.model_dump() for row in data.per_second]),
     )
     result.series = [SeriesPoint(t=r.t, users=r.users, rps=r.completed, errors=r.errors) for r in data.per_second]
-    result.status = "ok" if not result.failures and data.ok else "failed"
+    if not data.ok:  # a failed status names its reason
+        result.failures = [*result.failures, f"none of the {data.requests} requests got a 2xx answer"
+                           if data.requests else "the load sent no request"]
+    result.status = "failed" if result.failures else "ok"
     if result.summary.errors_pct and result.status == "ok":
         result.status = "errors"
     shutil.rmtree(stats_dir, ignore_errors=True)

@@ -76,9 +76,12 @@ class ScenarioRunner:
     def _queue(self, result: Result) -> None:
         from taskbench.harness.brokers.redis import provide_redis
         from taskbench.harness.commands.run import Runner
+        from taskbench.harness.load.files import check_open_files
         from taskbench.harness.processes.envs import environment_key, versions
 
         configs = [(case, queue_config(case, self.output, self.redis_url)) for case in self.cases]
+        for _, config in configs:  # every case's drivers fit under ulimit -n, before any case starts
+            check_open_files(config.load, self.say, api=True)
         runner = Runner(configs[0][1], say=self.say, run_id=self.run_id)
         pythons: dict[str, Path] = {}  # a backend's environment, or a pinned set's (``versions``)
         for _, config in configs:

@@ -42,6 +42,12 @@ def test_durations_units_and_the_steady_rate_they_refer_to() -> None:
     ("steady:5s@-3", "rate must be in"),
     ("warmup:5s@10", "every phase is a warm-up"),
     ("steady:50m@1,steady:20m@1", "the phases last 4200 s"),
+    # measured phases whose rates are all 0, or too short for an arrival of the one schedule: refused,
+    # never a run that ends "failed" with no reason
+    ("steady:10s@0", "the measured phases offer no request"),
+    ("steady:2s@0,pause-workers:2s,recovery:1s", "the measured phases offer no request"),
+    ("warmup:5s@10,steady:5s@0,burst:1s@x3", "the measured phases offer no request"),
+    ("warmup:1s@1.5,steady:0.1s@1", "the measured phases offer no request"),
 ])
 def test_a_mistake_is_one_line_naming_the_phase(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=r"^--phases: ") as caught:

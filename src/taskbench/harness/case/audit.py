@@ -11,7 +11,7 @@ from taskbench.harness.scrape import cross_check
 from taskbench.ledger import Ledger
 from taskbench.ledger.rows import Rows
 from taskbench.metrics import final_key
-from taskbench.results import AuditResult, FaultRecord, Load, MetricsCheck, Status, Summary
+from taskbench.results import AuditResult, FaultRecord, Load, MetricsCheck, QueueCase, Status, Summary
 from taskbench.settings import Settings
 
 Say = Callable[[str], None]
@@ -127,11 +127,42 @@ def queue_status(summary: Summary, *, audit_ok: bool, drained: bool, failures: l
     """ok: clean; errors: some requests failed or were refused as known ids (409), or tasks were lost
     or ran twice where the backend does not promise otherwise (an unsafe seed wiring whose duplicates
     are its measured figure); failed: otherwise. ``bounded``: a fault case, whose lost and duplicated
-    tasks were judged by its promise's bounds (beyond them: a failure), so inside them they are ``ok``."""
-    if not audit_ok or not drained or failures or not summary.accepted:
+    tasks were judged by its promise's bounds (beyond them: a failure), so inside them they are ``ok``.
+
+    A failed status always names its reason: what ``failures`` does not say yet is appended to it."""
+    failures += failed_reasons(summary, audit_ok=audit_ok, drained=drained, failures=failures)
+    if failures:
         return "failed"
     counted = 0 if bounded else summary.lost or summary.duplicated
     return "errors" if summary.errors_pct or summary.refused or counted else "ok"
+
+
+def failed_reasons(summary: Summary, *, audit_ok: bool, drained: bool, failures: list[str]) -> list[str]:
+    """Why a case fails that ``failures`` does not say: nothing accepted (which no other step reports),
+    and, where no failure was recorded, an audit that did not pass or a drain that did not end."""
+    reasons = []
+    if not summary.accepted:
+        sent = summary.requests or 0
+        reasons.append("the load sent no request" if not sent else f"none of the {sent} requests was accepted")
+    if not failures:
+        if not audit_ok:
+            reasons.append("the ledger's audit did not pass")
+        if not drained:
+            reasons.append("the drain did not end")
+    return reasons
+
+
+def mark_interrupted(case: QueueCase, reason: str) -> None:
+    """A case an interrupt cut short: failed with ``reason``, its row holding what was measured. Cut
+    before its audit, the row has the load's figures and its 2xx count as accepted (no ledger says more)."""
+    case.status = "failed"
+    case.failures = [*case.failures, reason]
+    if case.load is not None and case.summary.requests is None:
+        summary = queue_summary(case.load, None, load_start=0.0, drained=False, fault=None)
+        summary.accepted = case.load.ok
+        if case.load.elapsed_s > 0:
+            summary.accepted_per_s = case.load.ok / case.load.elapsed_s
+        case.summary = summary
 
 
 def _text(value: bytes | str) -> str:

@@ -141,6 +141,7 @@ class Pipeline:
         audit_ok = report is not None and (report.corrupt == 0 if self.figures_of_loss() else report.ok)
         case.status = queue_status(case.summary, audit_ok=audit_ok, drained=self.drain_ok, failures=self.failures,
                                    bounded=self.bounded())
+        case.failures = self.failures  # with the reason of a failed status that no step had said
 
     # -- the steps' hooks -----------------------------------------------------------------
 

@@ -228,8 +228,10 @@ def summarize(case: OverheadCase) -> None:
                                driver_saturated=any(r.load.saturated for r in case.rounds))
     if errors:
         case.failures.append(f"{errors} requests failed (non-2xx, timeout or connection error)")
-    complete = all(s in case.rps for s in OVERHEAD_SERVERS)
-    case.status = "ok" if complete and not case.failures else "failed"
+    missing = [s for s in OVERHEAD_SERVERS if s not in case.rps]
+    if missing:  # a failed status names its reason
+        case.failures.append(f"no figure for {', '.join(missing)}")
+    case.status = "failed" if case.failures else "ok"
 
 
 def _progress(backend: str) -> Say:

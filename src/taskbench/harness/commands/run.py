@@ -22,11 +22,13 @@ from taskbench.harness.brokers import (
 from taskbench.harness.brokers.delay_proxy import behind
 from taskbench.harness.brokers.redis import RunRedis, provide_redis
 from taskbench.harness.case import own_task
+from taskbench.harness.case.audit import mark_interrupted
 from taskbench.harness.case.reference import ReferenceCase
 from taskbench.harness.config import RunConfig
 from taskbench.harness.faults.context import Broker
 from taskbench.harness.faults.kinds import paced_for
 from taskbench.harness.load.disrupt import Disruptions
+from taskbench.harness.load.files import check_open_files
 from taskbench.harness.machine import result_header
 from taskbench.harness.processes.envs import ensure_env, ensure_pinned, environment_key, project_root, versions
 from taskbench.harness.processes.runs import registered
@@ -75,8 +77,7 @@ class Runner:
             except KeyboardInterrupt as exc:
                 result.interrupted = f"interrupted during {progress.phase_of(exc) or 'the start'}"
                 if self.partial is not None and self.partial not in result.cases:
-                    self.partial.status = "failed"
-                    self.partial.failures.append(result.interrupted)
+                    mark_interrupted(self.partial, result.interrupted)
                     result.cases.append(self.partial)
                 result.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
                 write_result(self.result_path(), result)
@@ -85,6 +86,7 @@ class Runner:
 
     def _run(self, result: Result) -> Result:
         cfg = self.config
+        check_open_files(cfg.load, self.say, api=True)  # before anything starts: a load past ulimit -n is all errors
         pythons = {name: self.environment(name) for name in cfg.backends}
         own_task.prepare(cfg, pythons, self.say)  # --with installed, the callable imported: before any load
         result.environments = {environment_key(n, cfg.versions): versions(str(p)) for n, p in pythons.items()}

@@ -40,12 +40,14 @@ from taskbench.harness.brokers.redis import check_reachable, describe
 from taskbench.harness.case.audit import queue_summary
 from taskbench.harness.case.pipeline import Loaded, Pipeline
 from taskbench.harness.commands.run import stamp, write_result
+from taskbench.harness.config import load_dict
 from taskbench.harness.faults.context import Broker
 from taskbench.harness.faults.injector import Injector
 from taskbench.harness.faults.kinds import paced_for
 from taskbench.harness.faults.on_target import TargetFault
 from taskbench.harness.faults.recovery import broken_promises, promise_of, summarize, unkept_promises
 from taskbench.harness.faults.stalls import redis_client
+from taskbench.harness.load.files import check_open_files
 from taskbench.harness.machine import result_header
 from taskbench.harness.processes.envs import project_root
 from taskbench.harness.processes.runs import registered
@@ -136,7 +138,7 @@ class TargetConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "target": self.shown, "workload": f"target {self.shown}", "load": dataclasses.asdict(self.load),
+            "target": self.shown, "workload": f"target {self.shown}", "load": load_dict(self.load),
             "ledger_url": redact(self.ledger_url), "payload": self.payload, "id_header": self.id_header,
             "library": self.library, "enqueue_mode": self.enqueue_mode, "worker_cmd": self.worker_cmd,
             "worker_pid": self.worker_pid, "api_cmd": self.api_cmd,
@@ -172,6 +174,7 @@ class TargetRunner:
     def run(self) -> Result:
         cfg = self.config
         check_reachable(cfg.ledger_url)  # one line naming the ledger's Redis when it does not answer
+        check_open_files(cfg.load, self.say)  # the drivers' connections fit under ulimit -n
         if cfg.api_cmd is None:
             reachable(cfg.url)
         self.out_dir.mkdir(parents=True, exist_ok=True)

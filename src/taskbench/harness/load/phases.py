@@ -16,7 +16,8 @@ offered (the open model: arrivals on a schedule, whatever the answers) or ``xM``
   before the disruption.
 
 Without ``@RATE``, a phase offers the steady rate. The phases become the driver's rate schedule, one
-:class:`~taskbench.driver.load_spec.Stage` each, in one load.
+:class:`~taskbench.driver.load_spec.Stage` each, in one load: its arrivals are one schedule across them
+(:mod:`taskbench.driver.arrivals`), so ten phases of 0.5 s at 1/s send 5 requests, as 5 s at 1/s does.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskbench import units
+from taskbench.driver.arrivals import stretches
 from taskbench.driver.load_spec import MAX_DURATION_S, Stage
 
 __all__ = ["KINDS", "WARMUP_IDS", "Phase", "PhaseError", "describe", "from_table", "parse", "stages"]
@@ -148,6 +150,10 @@ def _resolve(raw: Sequence[tuple[str, float, float | None, float | None]]) -> tu
         raise PhaseError(len(out) - 1, "duration", f"the phases last {total:g} s; at most {MAX_DURATION_S:.0f} s")
     if not any(p.measured for p in out):
         raise PhaseError(0, "", "every phase is a warm-up: nothing would be measured")
+    offered = [s.count for s in stretches(stages(out))]  # one schedule across the phases
+    if not any(n for n, p in zip(offered, out, strict=True) if p.measured):
+        raise PhaseError(0, "", f"the measured phases offer no request ({describe(out)}): give one a rate "
+                                "above 0, or a longer duration")
     return tuple(out)
 
 

@@ -17,11 +17,11 @@ __all__ = ["ProcessSet"]
 
 @contextlib.contextmanager
 def _interrupts_deferred() -> Iterator[None]:
-    """Ignore SIGINT/SIGTERM for the block (main thread only: elsewhere signals cannot be set)."""
+    """Ignore SIGINT/SIGTERM/SIGHUP for the block (main thread only: elsewhere signals cannot be set)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
