@@ -81,7 +81,8 @@ def choose(
         return
     console = Console(stderr=True)
     try:
-        names = backend_names(backends, broker) if backends else candidates()
+        names = backend_names(backends, broker) if backends else [
+            name for name in candidates() if broker is None or broker in registry.info(name).brokers]
         for name in names:
             registry.info(name)
         base = RunConfig(backends=tuple(names), workload=workload, payload=payload, broker=broker,

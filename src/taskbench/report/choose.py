@@ -194,12 +194,14 @@ def render(result: ChooseResult, k: Constraints | None = None) -> str:
     answer = recommend(result, k)
     judged = outcomes(result, k)
     headers = [("backend", "l"), ("promise (dead worker)", "l"), ("stage", "l"), ("why it left", "l"),
-               ("1 worker drains", ""), ("most workers drain", ""), ("CPU a task", ""), ("memory", ""),
+               ("1 worker drains", ""), ("most workers drain", ""), ("CPU-s per million tasks", ""),
+               ("workers' memory", ""),
                ("workers", ""), ("sustainable through the API", ""), ("e2e p95", ""), ("kill-worker", "l"),
                ("restart-broker", "l"), ("soak memory", "l")]
     rows = []
     for c, o in judged:
         one, top = c.drain(1), best_drain(c, k.max_workers)
+        used = c.drain(o.workers) if o.workers else one  # the cost at the workers the rate needs
         faults = {f.fault.split("@")[0]: f for f in c.faults}
         mem_text, mem_note = memory_text(c)
         cells = [f"<td class=\"l\">{esc(c.backend)}<br><span class=\"note\">{esc(c.version)} on {esc(c.broker)}"
@@ -210,11 +212,12 @@ def render(result: ChooseResult, k: Constraints | None = None) -> str:
                  _figure_cell(one.rate if one else None, rate_text(one.rate) if one else "–",
                               (one.note if one else "") or (f"{one.failed} failed" if one and one.failed else "")),
                  _figure_cell(top.rate if top else None, f"{rate_text(top.rate)} ({top.workers})" if top else "–"),
-                 _figure_cell(one.cpu_us if one else None,
-                              f"{one.cpu_us / 1000:.2g} ms" if one and one.cpu_us is not None else "–",
-                              "worker + broker" if one and one.broker_cpu_us is not None else "worker"),
-                 _figure_cell(one.rss_mb if one else None,
-                              f"{one.rss_mb:,.0f} MB" if one and one.rss_mb is not None else "–"),
+                 _figure_cell(used.cpu_us if used else None,
+                              f"{used.cpu_us:,.0f}" if used and used.cpu_us is not None else "–",
+                              ("workers + broker" if used.broker_cpu_us is not None else "workers")
+                              + f", {_workers(used.workers)}" if used else ""),
+                 _figure_cell(used.rss_mb if used else None,
+                              f"{used.rss_mb:,.0f} MB" if used and used.rss_mb is not None else "–"),
                  _figure_cell(c.workers, "–" if c.workers is None else str(c.workers)),
                  _figure_cell(c.sustainable.value, rate_text(c.sustainable.value) if c.sustainable.value else "–",
                               c.sustainable.note),

@@ -65,6 +65,8 @@ def test_choose_screens_scales_and_measures_the_finalist_of_the_users_task(out_d
         one = by_name[name].drain(1)
         assert one is not None and one.rate and one.executed > 0 and one.failed == 0, by_name[name].drains
         assert one.worker_cpu_us and one.broker_cpu_us is not None and one.rss_mb, one
+        for drain in by_name[name].drains:  # each drain's figures are a file of their own
+            assert json.loads(Path(drain.source).read_text())["backend"] == name, drain.source
     # scale: the best of the screen drained again with two workers; the other stopped at the screen
     scaled = [c for c in result.candidates if c.stage in ("scale", "finalist")]
     assert len(scaled) == 1 and scaled[0].drain(2) is not None, [c.drains for c in scaled]

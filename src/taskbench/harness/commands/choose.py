@@ -59,6 +59,7 @@ from taskbench.results.choose import (
     meets_promise,
     order_key,
     workers_for,
+    workers_text,
 )
 
 Say = Callable[[str], None]
@@ -200,15 +201,21 @@ class Chooser:
         self.began = time.monotonic()
         self._plan: dict[str, float] = {}
         self._stage_began: dict[str, float] = {}
+        self._pace = 1.0
 
-    def _progress(self, stage: str, text: str) -> None:
-        """The stage, what it does, and the time left by the budget's estimate (corrected by the time taken)."""
+    def _progress(self, stage: str, text: str, done: float = 0.0) -> None:
+        """The stage, what it does, and the time left: the budget's estimate, scaled by how much slower or
+        faster this machine went than the estimate so far (``done``: the share of this stage behind)."""
         now = time.monotonic()
         spent = now - self.began
         order = ["screen", "scale", "finalist"]
         self._stage_began.setdefault(stage, now)
-        left = sum(v for s, v in self._plan.items() if order.index(s) > order.index(stage))
-        left += max(0.0, self._plan.get(stage, 0.0) - (now - self._stage_began[stage]))
+        in_stage = now - self._stage_began[stage]
+        planned = self._plan.get(stage, 0.0)
+        if done > 0 and planned > 0:  # this stage's own pace, once some of it ran
+            self._pace = max(0.25, min(4.0, in_stage / (done * planned)))
+        later = sum(v for s, v in self._plan.items() if order.index(s) > order.index(stage))
+        left = self._pace * (later + max(0.0, planned * (1 - done) if done else planned - in_stage))
         number = order.index(stage) + 2
         self.say(f"choose {number}/4 {stage}: {text} (about {max(0, left) / 60:.0f} min left, {spent / 60:.1f} min in)")
 
@@ -237,7 +244,8 @@ class Chooser:
         own_task.prepare(replace(self.base, backends=tuple(pythons)), pythons, self.say)
         with provide_redis(None, self.out, say=self.say) as redis:
             for i, c in enumerate(screened):
-                self._progress("screen", f"one worker of {c.backend} drains your task ({i + 1}/{len(screened)})")
+                self._progress("screen", f"one worker of {c.backend} drains your task ({i + 1}/{len(screened)})",
+                               done=i / len(screened))
                 c.stage = "screen"
                 c.drains.append(self._drain(c, pythons[c.backend], redis, 1, "screen"))
             timed["screen"] = time.monotonic() - began
@@ -287,7 +295,7 @@ class Chooser:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             return Drain(workers=workers, tasks=tasks, note=f"the drain failed: {first}")
         c.version = str(row.get("version") or c.version)
-        return drain_from_row(row, row.get("log", ""))
+        return drain_from_row(row, row.get("file", ""))
 
     def _screen_key(self, c: Candidate) -> tuple[float, ...]:
         """Who goes on to the scale: at a rate, the fewest workers by one worker's rate, then the least CPU
@@ -338,8 +346,9 @@ class Chooser:
             c.workers = self._workers(c)
             top = best_drain(c, c.workers)
             start = k.rate if k.rate is not None else max(5.0, (top.rate if top and top.rate else 200.0) / 2)
-            self._progress("finalist", f"{c.backend} with {c.workers} worker(s): the sustainable rate through "
-                                       f"the API from {start:.4g}/s ({i + 1}/{len(finalists)})")
+            who = f"{c.backend} with {workers_text(c.workers)}" if c.has_worker else f"{c.backend} (no worker)"
+            self._progress("finalist", f"{who}: the sustainable rate through the API from {start:.4g}/s "
+                                       f"({i + 1}/{len(finalists)})")
             objective = Objective(max_e2e_p95_ms=k.p95_ms, step_s=b.step_s, settle_s=b.settle_s,
                                   max_steps=b.max_steps, start_rate=min(max(start, 5.0), 20_000.0))
             cfg = replace(self.base, backends=(c.backend,), workers=c.workers)

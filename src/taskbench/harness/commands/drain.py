@@ -311,4 +311,7 @@ def drain_of(cfg: RunConfig, name: str, python: Path, redis: RunRedis, out: Path
                 _cleanup(redis, [run_id], meta, python, env, out)
     (row,) = _rows(log, name, code, python, 0)
     row["log"] = str(log)
+    kept = log.with_suffix(".json")  # the figures, on their own, beside the log they were printed to
+    write_atomic(kept, json.dumps(row, indent=1))
+    row["file"] = str(kept)
     return row
