@@ -55,7 +55,7 @@ FAULT_WORDS = {"kill-worker": "a worker kill", "restart-broker": "a broker resta
 def _faults_text(c: Candidate) -> str:
     """What the fault cases kept: ``kept every task under a worker kill and a broker restart``."""
     if not c.has_worker:
-        return "a task dies with the API process"
+        return f"{c.guarantee}: a task dies with the API process"
     judged = [f for f in c.faults if f.kept is not None]
     if not judged:
         return "faults not judged"
@@ -72,6 +72,8 @@ def _faults_text(c: Candidate) -> str:
 
 def _figures(c: Candidate, o: Outcome, k: Constraints) -> str:
     parts = [f"sustains {rate_text(c.sustainable.value)} through the API"]
+    if c.has_worker and c.guarantee != "at-least-once":  # chosen under --promise any: say what it gives up
+        parts.insert(0, c.guarantee)
     drain = c.drain(o.workers or 1) if c.has_worker else None
     one = c.drain(1)
     if one is not None and one.rate:
@@ -208,7 +210,8 @@ def render(result: ChooseResult, k: Constraints | None = None) -> str:
                  "</span></td>",
                  f"<td class=\"l\" style=\"{WRAP}\">{esc(c.guarantee)}: {esc(c.promise)}</td>",
                  f"<td class=\"l\">{'recommended' if o.meets and (c, o) == judged[0] else o.stage}</td>",
-                 f"<td class=\"l\" style=\"{WRAP}\">{esc(o.reason or ('meets them all' if o.meets else ''))}</td>",
+                 f"<td class=\"l\" style=\"{WRAP}; min-width: 16em\">"
+                 f"{esc(o.reason or ('meets them all' if o.meets else ''))}</td>",
                  _figure_cell(one.rate if one else None, rate_text(one.rate) if one else "–",
                               (one.note if one else "") or (f"{one.failed} failed" if one and one.failed else "")),
                  _figure_cell(top.rate if top else None, f"{rate_text(top.rate)} ({top.workers})" if top else "–"),
@@ -218,9 +221,10 @@ def render(result: ChooseResult, k: Constraints | None = None) -> str:
                               + f", {_workers(used.workers)}" if used else ""),
                  _figure_cell(used.rss_mb if used else None,
                               f"{used.rss_mb:,.0f} MB" if used and used.rss_mb is not None else "–"),
-                 _figure_cell(c.workers, "–" if c.workers is None else str(c.workers)),
+                 _figure_cell(c.workers, "none (the API runs them)" if not c.has_worker else
+                              "–" if c.workers is None else str(c.workers)),
                  _figure_cell(c.sustainable.value, rate_text(c.sustainable.value) if c.sustainable.value else "–",
-                              c.sustainable.note),
+                              c.sustainable.note.split(":")[0]),
                  _figure_cell(c.p95.value, f"{_ms(c.p95.value)} at {rate_text(c.p95_rate)}" if c.p95.value else "–")]
         for name in ("kill-worker", "restart-broker"):
             cell = faults.get(name)

@@ -379,9 +379,9 @@ def scaling(lines: list[Line], *, rate: float | None = None, max_workers: int = 
     asked, a horizontal line."""
     fig = _figure()
     ax = fig.add_subplot()
-    for i, line in enumerate(lines):
-        ax.plot(line.x, line.y, "-o", label=line.label, color=line.color or COLORS[i % len(COLORS)], linewidth=1.5,
-                markersize=4)
+    for i, line in enumerate(lines):  # more lines than colours: the next round of them drawn dashed, squares
+        ax.plot(line.x, line.y, "-o" if i < len(COLORS) else "--s", label=line.label, linewidth=1.5, markersize=4,
+                color=line.color or COLORS[i % len(COLORS)])
     if rate is not None:
         ax.axhline(rate, color="#d62728", linestyle="--", linewidth=1.2, label=f"the rate asked, {rate:,.0f}/s")
     ax.set_title("drain rate of your task by workers (no HTTP)", loc="left")
