@@ -387,12 +387,12 @@ class Chooser:
                 best.memory = soak_memory(_case(result, best.backend), path)
 
     def _fault_rate(self, queued: list[Candidate]) -> float:
-        """One load for the fault cases of all finalists: the rate asked (or half the lowest sustainable
-        one), never above 80 % of what the slowest of them sustains, so the fault is what the case measures."""
+        """One load for the fault cases of all finalists: the rate asked (each finalist sustained it), or
+        without one, half the lowest sustainable rate among them, so the fault is what the case measures."""
+        if self.k.rate is not None:
+            return self.k.rate
         sustained = [c.sustainable.value for c in queued if c.sustainable.value]
-        ceiling = 0.8 * min(sustained) if sustained else 50.0
-        wanted = self.k.rate if self.k.rate is not None else ceiling / 1.6
-        return max(5.0, min(wanted, ceiling))
+        return max(5.0, min(sustained) / 2 if sustained else 50.0)
 
     def _fault_config(self, fault: str, names: list[str], workers: int, rate: float) -> RunConfig:
         """The fault matrix's settings (scenarios/files/faults.toml): open load, the fault 2 s in, a 3 s task
