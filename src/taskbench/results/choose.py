@@ -155,17 +155,22 @@ class ChooseResult(Model):
 
 # The decision: made from the figures and the constraints alone, by the run and again by ``--from``.
 
+#: the share of the workers' measured drain rate a recommendation plans on: a queue run near its capacity
+#: waits without bound, and a shared machine's speed moves by a fifth from minute to minute
+HEADROOM = 0.8
+
+
 def meets_promise(candidate: Candidate, promise: Promise) -> bool:
     return promise == "any" or candidate.guarantee == "at-least-once"
 
 
 def workers_for(candidate: Candidate, rate: float, max_workers: int) -> int | None:
-    """The fewest workers whose measured drain rate reaches ``rate`` (0: no worker, the API runs the tasks);
-    None when none measured up to ``max_workers`` does."""
+    """The fewest workers whose measured drain rate, at the :data:`HEADROOM` planned on, reaches ``rate``
+    (0: no worker, the API runs the tasks); None when none measured up to ``max_workers`` does."""
     if not candidate.has_worker:
         return 0
     for drain in sorted(candidate.drains, key=lambda d: d.workers):
-        if drain.workers <= max_workers and drain.rate is not None and drain.rate >= rate:
+        if drain.workers <= max_workers and drain.rate is not None and drain.rate * HEADROOM >= rate:
             return drain.workers
     return None
 
@@ -178,14 +183,14 @@ def best_drain(candidate: Candidate, max_workers: int) -> Drain | None:
 
 def workers_needed(candidate: Candidate, rate: float) -> int | None:
     """About how many workers ``rate`` needs by the candidate's scaling curve: the rate per worker of its
-    largest measured drain, extrapolated (None without a drain)."""
+    largest measured drain, extrapolated, at the :data:`HEADROOM` planned on (None without a drain)."""
     import math
 
     measured = [d for d in candidate.drains if d.rate]
     if not measured:
         return None
     top = max(measured, key=lambda d: d.workers)
-    return math.ceil(rate / (top.rate / top.workers)) if top.rate else None
+    return math.ceil(rate / (HEADROOM * top.rate / top.workers)) if top.rate else None
 
 
 class Outcome(Model):
@@ -238,8 +243,10 @@ def judge_candidate(c: Candidate, k: Constraints) -> Outcome:
                 about = workers_needed(c, k.rate)
                 scaled = len([d for d in c.drains if d.rate]) > 1
                 out.stage = "scale" if scaled else "screen"
+                planned = (top.rate or 0.0) * HEADROOM
                 out.reason = (f"{workers_text(top.workers)} drain{'s' if top.workers == 1 else ''} "
-                              f"{rate_text(top.rate)}, below {rate_text(k.rate)}")
+                              f"{rate_text(top.rate)}; {HEADROOM:.0%} of it, {rate_text(planned)}, is below "
+                              f"{rate_text(k.rate)}")
                 if about:
                     by = "its scaling curve" if scaled else "its one worker's rate"
                     out.reason += f"; about {about} workers would, by {by}"

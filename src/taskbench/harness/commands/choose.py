@@ -48,6 +48,7 @@ from taskbench.harness.processes.envs import ensure_env, project_root
 from taskbench.harness.soak.plan import SoakSpec
 from taskbench.results import QueueCase, Result
 from taskbench.results.choose import (
+    HEADROOM,
     Candidate,
     Cell,
     ChooseResult,
@@ -305,7 +306,7 @@ class Chooser:
             return (-ceiling,)
         one = c.drain(1)
         cpu = one.cpu_us if one is not None and one.cpu_us is not None else float("inf")
-        return (math.ceil(self.k.rate / ceiling), cpu)
+        return (math.ceil(self.k.rate / (ceiling * HEADROOM)), cpu)
 
     def _finalists(self, scaled: list[Candidate]) -> list[Candidate]:
         """The best of the scaled for the rate: those whose drains reach it, the fewest workers and the least
