@@ -223,3 +223,15 @@ def test_settings_fields_match_the_schema() -> None:
             assert typing.get_args(info.annotation) == param.choices, param.name
         if param.default is not None:
             assert info.default == param.default, param.name
+
+
+def test_every_float_setting_refuses_nan_and_the_infinities_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    floats = [name for name, info in Settings.model_fields.items() if info.annotation in (float, float | None)]
+    assert "io_delay" in floats and "task_timeout" in floats
+    for name in floats:
+        for text in ("nan", "inf", "-inf", "1e999"):
+            monkeypatch.setenv(f"TASKBENCH_{name.upper()}", text)
+            with pytest.raises(ValueError, match=name):
+                Settings()
+        monkeypatch.delenv(f"TASKBENCH_{name.upper()}")

@@ -38,7 +38,8 @@ class Settings(BaseSettings):
     process started by hand (``taskbench serve`` / ``taskbench worker``) behaves the same way.
     """
 
-    model_config = SettingsConfigDict(env_prefix="TASKBENCH_", frozen=True, extra="ignore")
+    # allow_inf_nan off: a bound alone would let TASKBENCH_X=nan through a field that has none
+    model_config = SettingsConfigDict(env_prefix="TASKBENCH_", frozen=True, extra="ignore", allow_inf_nan=False)
 
     backend: str = "background"
     redis_url: str = "redis://127.0.0.1:6379/0"
