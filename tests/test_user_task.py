@@ -206,6 +206,10 @@ gen_instance = Iterates()
 returns_generator = lambda payload: (x for x in [payload])  # noqa: E731
 
 
+async def a_generator_is_its_value(payload):
+    return (x for x in [payload])  # its body ran: the generator is what it computed
+
+
 def hang_sync(payload):
     import time
     time.sleep(payload.get("s", 30))
@@ -287,4 +291,5 @@ def test_an_awaitable_a_plain_function_returns_is_awaited_and_a_generator_is_not
     returned = UserTask(f"{hostile}:returns_generator")
     assert returned.call_sync({"task_id": "g"})[1] == "taskbench.user_task.BodyNotRun"
     assert asyncio.run(returned.call({"task_id": "g"}))[1] == "taskbench.user_task.BodyNotRun"
+    assert asyncio.run(UserTask(f"{hostile}:a_generator_is_its_value").call({"task_id": "v"}))[1] is None
     returned.close()

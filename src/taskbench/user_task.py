@@ -23,8 +23,9 @@ an event loop of the call's own.
 A callable must run its body when called: a generator function or an async generator function is refused
 when loaded (its call only makes an iterator, so every "execution" would be one that never ran). A plain
 function that returns an awaitable (a coroutine, a future: a decorated coroutine function, a lambda) has it
-awaited on the loop, as a coroutine function's; one that returns a generator is recorded failed,
-:class:`BodyNotRun`.
+awaited on the loop, as a coroutine function's (and so has a coroutine's result that is awaitable); a plain
+function that returns a generator is recorded failed, :class:`BodyNotRun` (what a coroutine returns is its
+value: its body ran).
 
 ``python -m taskbench.user_task SPEC`` is the pre-flight check the harness runs in every backend's
 environment before any load: it prints ``ok sync`` or ``ok async``, or one line naming the import error
@@ -41,8 +42,9 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -221,28 +223,57 @@ class UserTask:
         self.is_async = is_async(self.func)
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._running = 0  # calls handed to the pool and not returned: a hung one holds its thread
 
-    async def call(self, payload: dict[str, Any],
-                   started: Callable[[], Coroutine[Any, Any, None]] | None = None) -> Outcome:
+    async def call(self, payload: dict[str, Any], started: Callable[[], Awaitable[Any]] | None = None) -> Outcome:
         """Run one call on this event loop (a coroutine) or in the pool (a function, then on this loop
-        what it returned if that is awaitable). ``started`` is awaited just before the body begins (in the
-        pool: once a thread has taken it), so a call that never ends is known to have begun."""
+        what it returned if that is awaitable).
+
+        ``started()`` is called on this loop as the body begins (in the pool: once a thread is free for it, so
+        a call queued behind hung ones has not begun) and what it returns (a start record on its way) is
+        awaited once the call returned: the record leaves with the ledger's next batch, while the body runs.
+        """
+        starts: list[Awaitable[Any]] = []
         if self.is_async:
             if started is not None:
-                await started()
-            return await self._settle(lambda: self.func(payload))
+                starts.append(started())
+            outcome = await self._settle(lambda: self.func(payload))
+        else:
+            outcome = await self._in_pool(payload, started, starts)
+        for sent in starts:
+            await sent  # a start record that failed fails the task, as an execution's record would
+        return outcome
+
+    async def _in_pool(self, payload: dict[str, Any], started: Callable[[], Awaitable[Any]] | None,
+                       starts: list[Awaitable[Any]]) -> Outcome:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="taskbench-user")
         loop = asyncio.get_running_loop()
         begin: Callable[[], None] | None = None
-        if started is not None:
-            def begin() -> None:
-                asyncio.run_coroutine_threadsafe(started(), loop).result()
-        cpu_s, error, pending = await loop.run_in_executor(self._pool, self._invoke, payload, begin)
+        with self._lock:
+            free = self._running < self._threads  # then a thread takes the call at once
+            self._running += 1
+        if started is not None and free:
+            starts.append(started())
+        elif started is not None:
+            def begin() -> None:  # from the thread, once it has the call; not waited for
+                loop.call_soon_threadsafe(lambda: starts.append(started()))
+        cpu_s, error, pending = await loop.run_in_executor(self._pool, self._counted, payload, begin)
         if pending is None:
             return cpu_s, error
         more_s, error = await self._settle(lambda: pending)
         return cpu_s + more_s, error
+
+    def _counted(self, payload: dict[str, Any], begin: Callable[[], None] | None) -> tuple[float, str | None, Any]:
+        """:meth:`_invoke` in a pool thread, counted among the running calls until it returns (if ever)."""
+        try:
+            if begin is not None:
+                begin()
+            return self._invoke(payload)
+        finally:
+            with self._lock:
+                self._running -= 1
 
     def call_sync(self, payload: dict[str, Any]) -> Outcome:
         """Run one call in this thread (a forked child, a pool thread); a coroutine in a loop of its own."""
@@ -254,11 +285,8 @@ class UserTask:
         more_s, error = asyncio.run(self._settle(lambda: pending))
         return cpu_s + more_s, error
 
-    def _invoke(self, payload: dict[str, Any],
-                started: Callable[[], None] | None = None) -> tuple[float, str | None, Any]:
+    def _invoke(self, payload: dict[str, Any]) -> tuple[float, str | None, Any]:
         """The plain function called in this thread: (CPU seconds, the failure, an awaitable it returned)."""
-        if started is not None:
-            started()  # outside the try: a ledger that cannot be written is no outcome of the task's
         began = time.thread_time()
         try:
             result = self.func(payload)
@@ -284,8 +312,6 @@ class UserTask:
                 result = await timed
             if inspect.isawaitable(result):
                 raise BodyNotRun(f"more than {MAX_AWAIT_DEPTH} awaitables in a row")
-            if _not_run(result):
-                raise BodyNotRun("the call returned a generator")
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError) and _cancelled_by_caller():
                 raise  # the library's time limit or stop: the task did not finish, its start is recorded

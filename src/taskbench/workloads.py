@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from taskbench.ledger.recording import Recorder
 from taskbench.messages import NOOP, USER_TASK, WORKLOADS, TaskMessage
@@ -209,8 +209,8 @@ class Workloads:
         """The user's callable, then its record: False when the call raised (a failed execution)."""
         if self.user_task is None:
             raise ValueError("a user/task message, and this process has no task (TASKBENCH_TASK)")
-        async def began() -> None:  # a call that never ends leaves its start: indeterminate, not lost
-            await self.recorder.record_start(task.task_id, time.time())
+        def began() -> Awaitable[Any]:  # a call that never ends leaves its start: indeterminate, not lost
+            return self.recorder.record_start(task.task_id, time.time())
 
         cpu_s, error = await self.user_task.call(payload_of(task.payload, task.task_id),
                                                  began if self.settings.ledger else None)

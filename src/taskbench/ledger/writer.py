@@ -26,6 +26,7 @@ left to redis-py: :func:`writer_for` returns None.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -104,12 +105,10 @@ class LedgerWriter:
         return int(reply)
 
 
-    async def send(self, *args: str) -> None:
-        """One more command on the records' connection (a start record), batched with them."""
-        try:
-            await self._pipe.submit(*args)
-        except PipeConnectionError as exc:
-            raise LedgerConnectionError(f"ledger connection: {exc}") from exc
+    def submit(self, *args: str) -> asyncio.Future[Any]:
+        """One more command on the records' connection (a start record), in their next batch: its reply's future
+        (a :class:`PipeConnectionError` when the connection is lost)."""
+        return self._pipe.submit(*args)
 
 
 class RecordCommands:

@@ -26,9 +26,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from taskbench.ledger.core import Ledger
 from taskbench.ledger.pipe import same_redis
@@ -164,12 +164,14 @@ class Recorder:
         async with self._slots:
             return await self.ledger.record(self._client, task_id, enqueued_at, started_at, finished_at, incr=incr)
 
-    async def record_start(self, task_id: str, started_at: float) -> None:
-        """That a user's task started, before its call (on the records' connection when there is one: one more
-        command in their batch, not a round trip of its own)."""
+    def record_start(self, task_id: str, started_at: float) -> Awaitable[Any]:
+        """That a user's task started, sent now without waiting (its call runs meanwhile): what to await for its
+        reply. On the records' connection when there is one, one more command in their batch."""
         if self._writer is not None:
-            await self._writer.send(*self.ledger.start_command(task_id, started_at))
-            return
+            return self._writer.submit(*self.ledger.start_command(task_id, started_at))
+        return asyncio.ensure_future(self._start_apart(task_id, started_at))
+
+    async def _start_apart(self, task_id: str, started_at: float) -> None:
         async with self._slots:
             await self.ledger.record_start(self._client, task_id, started_at)
 
