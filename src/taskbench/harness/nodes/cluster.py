@@ -97,7 +97,8 @@ class NodesRunner:
         if cfg.fault is not None or cfg.broker_delay is not None:
             raise HarnessError("--nodes takes no --fault or --broker-delay (use --node-delay for the network)")
         python = ensure_env(backend.extra)
-        own_task.prepare(cfg, {name: python}, self.say)
+        with registered(cfg.output, self.say):  # what the check's import left outside its group is swept
+            own_task.prepare(cfg, {name: python}, self.say)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         logs = self.out_dir / "logs" / f"0-{name}"
         logs.mkdir(parents=True, exist_ok=True)
