@@ -21,6 +21,7 @@ from taskbench.cli._common import (
 from taskbench.units import Duration
 
 TASK = "Your task and its constraints"
+RUN = "Candidates, budget and output"
 
 
 def choose(
@@ -47,16 +48,20 @@ def choose(
         "--max-workers", min=1, max=64, rich_help_panel=TASK,
         help="the most worker processes the answer may use (default: the cores here)")] = None,
     broker: Annotated[str | None, typer.Option(
-        "--broker", help="every backend on this broker (default: each on its own default one)")] = None,
+        "--broker", rich_help_panel=RUN,
+        help="every backend on this broker (default: each on its own default one)")] = None,
     backends: Annotated[str | None, typer.Option(
-        "--backends", "-b",
+        "--backends", "-b", rich_help_panel=RUN,
         help="comma-separated candidates (default: background and every durable backend)")] = None,
     quick: Annotated[bool, typer.Option(
+        rich_help_panel=RUN,
         help="shorter stages (about 5 min here): short drains, two finalists, 3 s search steps, no soak")] = False,
     from_dir: Annotated[Path | None, typer.Option(
-        "--from", help="a choose run's folder: render its answer again from its figures, with no new "
-                       "measurement (another --rate or --promise gives another answer)")] = None,
-    output: Annotated[Path, typer.Option(help="folder for the choose run (with its runs' results)")] = Path("results"),
+        "--from", rich_help_panel=RUN,
+        help="a choose run's folder: render its answer again from its figures, with no new measurement "
+             "(another --rate or --promise gives another answer)")] = None,
+    output: Annotated[Path, typer.Option(
+        rich_help_panel=RUN, help="folder for the choose run (with its runs' results)")] = Path("results"),
 ) -> None:
     """Which backend, and how many workers, for your task at your rate with your guarantee: a screen of
     every candidate, then the finalists through the HTTP API and under faults; one sentence, one page.
