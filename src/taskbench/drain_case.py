@@ -31,7 +31,7 @@ from taskbench.backends.base import ServiceContext
 from taskbench.ledger import Ledger
 from taskbench.messages import NOOP, USER_TASK, WORKLOADS, TaskMessage
 from taskbench.payload import fill
-from taskbench.procgroup import Managed, tree_cpu_seconds
+from taskbench.procgroup import Managed, tree_cpu_seconds, tree_rss_mb
 from taskbench.settings import Settings
 from taskbench.wait import WaitTimeoutError, wait_until
 from taskbench.workloads import Workloads
@@ -138,24 +138,6 @@ def _check_workload(workload: str, settings: Settings | None = None) -> None:
         return
     raise ValueError(f"a drain runs {' or '.join(DRAIN_WORKLOADS)} (with the ledger on, any built-in workload or "
                      f"your own task), not {workload!r}")
-
-
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and its live children, in MB (0 once it is gone)."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0.0
-    total = 0
-    for proc in procs:
-        try:
-            total += proc.memory_info().rss
-        except psutil.Error:
-            continue
-    return total / 1e6
 
 
 def measure(settings: Settings, tasks: int, log_dir: Path, seconds: float = ROUND_SECONDS, *,

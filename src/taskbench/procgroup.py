@@ -27,10 +27,10 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 #: asks a taskbench component for its threads' stacks (faulthandler writes them to its log)
 DUMP_SIGNAL = signal.SIGUSR2
@@ -248,9 +248,8 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of a process and its live children: on a shared machine, CPU per
-    request or per task moves less than a rate does. A process gone meanwhile counts nothing."""
+def _tree_sum(pid: int, read: Callable[[Any], float]) -> float:
+    """``read`` summed over a process and its live children; a process gone meanwhile counts nothing."""
     import psutil
 
     try:
@@ -261,11 +260,21 @@ def tree_cpu_seconds(pid: int) -> float:
     total = 0.0
     for proc in procs:
         try:
-            times = proc.cpu_times()
+            total += read(proc)
         except psutil.Error:
             continue
-        total += times.user + times.system
     return total
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its live children: on a shared machine, CPU per
+    request or per task moves less than a rate does."""
+    return _tree_sum(pid, lambda proc: sum(proc.cpu_times()[:2]))
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and its live children, in MB."""
+    return _tree_sum(pid, lambda proc: proc.memory_info().rss / 1e6)
 
 
 if __name__ == "__main__":  # the reaper (see the module's text)
