@@ -260,8 +260,10 @@ def judge_candidate(c: Candidate, k: Constraints) -> Outcome:
     if c.stage != "finalist" and c.has_worker:
         out.stage = c.stage
         drained = c.drain(out.workers or 1)
-        out.reason = (f"{workers_text(out.workers)} would do ({rate_text(drained.rate if drained else None)} "
-                      f"drained); {c.left or 'others went on to the next stage'}")
+        rate = rate_text(drained.rate if drained else None)
+        measured = (f"{workers_text(out.workers)} would do ({rate} drained)" if k.rate is not None
+                    else f"{workers_text(drained.workers if drained else 1)} drained {rate}")
+        out.reason = f"{measured}; {c.left or 'others went on to the next stage'}"
         return out
     out.stage = "finalist"
     if c.workers is not None and out.workers is not None and c.workers < out.workers:

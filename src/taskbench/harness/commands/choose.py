@@ -66,6 +66,8 @@ from taskbench.results.choose import (
 Say = Callable[[str], None]
 FAULTS = ("kill-worker@2", "restart-broker@2")
 NO_QUEUE = "background"
+#: a soak shorter than this (its fitted seconds) is shown with a caution: its slope may be the warm-up
+SHORT_SOAK_S = 600.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,10 +166,13 @@ def soak_memory(case: QueueCase | None, source: str) -> Cell:
     growth = case.soak.growth.get("tasks_mb")
     if growth is None:
         return Cell(unit="MB/h", note="too few points to fit", source=source)
+    fitted = growth.to_s - growth.from_s
+    note = (f"{growth.slope_per_h * fitted / 3600:+.1f} MB over {fitted:.0f} s at {case.soak.rate:.4g}/s, "
+            f"at {growth.level:.0f} MB")
+    if fitted < SHORT_SOAK_S:  # a first minute holds the warm-up: a slope there is no leak rate yet
+        note += "; a soak this short cannot tell warm-up from a leak (check with run --soak 30m)"
     return Cell(value=growth.slope_per_h, low=growth.low_per_h, high=growth.high_per_h, unit="MB/h",
-                spread="95 % interval of the Theil-Sen slope",
-                note=f"at {growth.level:.0f} MB over {case.soak.duration_s:g} s at {case.soak.rate:.4g}/s",
-                source=source)
+                spread="95 % interval of the Theil-Sen slope", note=note, source=source)
 
 
 def fault_cell(case: QueueCase | None, fault: str, source: str) -> FaultCell:
