@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -71,10 +71,8 @@ def choose(
 
     from rich.console import Console
 
-    from taskbench import backends as registry
     from taskbench.harness import HarnessError
-    from taskbench.harness.commands.choose import FULL, QUICK, Chooser, candidates, usable_cores
-    from taskbench.harness.config import RunConfig
+    from taskbench.harness.commands.choose import FULL, QUICK, Chooser, usable_cores
     from taskbench.redaction import redact_argv
     from taskbench.results.choose import Constraints
 
@@ -85,15 +83,8 @@ def choose(
         _again(from_dir, {k: v for k, v in given.items() if v is not None})
         return
     console = Console(stderr=True)
-    try:
-        names = backend_names(backends, broker) if backends else [
-            name for name in candidates() if broker is None or broker in registry.info(name).brokers]
-        for name in names:
-            registry.info(name)
-        base = RunConfig(backends=tuple(names), workload=workload, payload=payload, broker=broker,
-                         with_packages=tuple(with_packages or ()), task_paths=tuple(task_paths or ()))
-    except (ValueError, KeyError) as exc:
-        fail(str(exc).strip("'\""))
+    names, base = _candidates(backends, broker, workload=workload, payload=payload,
+                              with_packages=tuple(with_packages or ()), task_paths=tuple(task_paths or ()))
     constraints = Constraints.model_validate({
         "workload": workload, "payload": payload, "rate": rate, "p95_ms": p95 or 1000.0,
         "promise": promise or "at-least-once", "max_workers": max_workers or usable_cores(), "broker": broker})
@@ -112,6 +103,23 @@ def choose(
     except KeyboardInterrupt:
         fail(INTERRUPTED, code=130)
     _write(result, chooser.out)
+
+
+def _candidates(backends: str | None, broker: str | None, **task: Any) -> tuple[list[str], Any]:
+    """The candidates (``--backends``, else background and every durable backend, on ``--broker`` those
+    that run on it) and the run's configuration of the task; a bad name or task is one line."""
+    from taskbench import backends as registry
+    from taskbench.harness.commands.choose import candidates
+    from taskbench.harness.config import RunConfig
+
+    try:
+        names = backend_names(backends, broker) if backends else [
+            name for name in candidates() if broker is None or broker in registry.info(name).brokers]
+        for name in names:
+            registry.info(name)
+        return names, RunConfig(backends=tuple(names), broker=broker, **task)
+    except (ValueError, KeyError) as exc:
+        fail(str(exc).strip("'\""))
 
 
 def _write(result: object, folder: Path, constraints: object = None) -> None:

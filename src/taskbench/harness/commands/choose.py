@@ -50,15 +50,18 @@ from taskbench.results import QueueCase, Result
 from taskbench.results.choose import (
     HEADROOM,
     Candidate,
-    Cell,
     ChooseResult,
     Constraints,
     Drain,
     FaultCell,
     best_drain,
+    drain_from_row,
     judge_candidate,
     meets_promise,
     order_key,
+    p95_cell,
+    rate_cell,
+    soak_memory,
     workers_for,
     workers_text,
 )
@@ -66,8 +69,6 @@ from taskbench.results.choose import (
 Say = Callable[[str], None]
 FAULTS = ("kill-worker@2", "restart-broker@2")
 NO_QUEUE = "background"
-#: a soak shorter than this (its fitted seconds) is shown with a caution: its slope may be the warm-up
-SHORT_SOAK_S = 600.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,51 +129,6 @@ def usable_cores() -> int:
 
 def _case(result: Result, backend: str) -> QueueCase | None:
     return next((c for c in result.cases if isinstance(c, QueueCase) and c.backend == backend), None)
-
-
-def drain_from_row(row: dict[str, Any], source: str) -> Drain:
-    rate = row.get("steady_per_s") or row.get("drain_per_s")
-    return Drain(workers=int(row.get("workers", 1)), rate=rate, tasks=int(row.get("tasks", 0)),
-                 executed=int(row.get("executed", 0)), failed=int(row.get("failed") or 0),
-                 worker_cpu_us=row.get("worker_cpu_us_per_task"), broker_cpu_us=row.get("broker_cpu_us_per_task"),
-                 rss_mb=row.get("worker_rss_mb"), source=source)
-
-
-def rate_cell(case: QueueCase | None, source: str) -> Cell:
-    search = case.rate_search if case is not None else None
-    if search is None:
-        reason = "; ".join(case.failures[:1]) if case is not None else "no case"
-        return Cell(unit="req/s", note=f"no search: {reason}", source=source)
-    return Cell(value=search.rate, low=search.rate, high=search.upper, unit="req/s",
-                spread="the search's bracket: the highest rate that met the objective .. the lowest that missed it",
-                note=f"confidence {search.confidence}" + (f": {search.note}" if search.note else ""), source=source)
-
-
-def p95_cell(case: QueueCase | None, rate: float, source: str) -> tuple[Cell, float | None]:
-    """The e2e p95 of the search's step nearest ``rate`` (the first step when the search started there)."""
-    search = case.rate_search if case is not None else None
-    steps = [s for s in (search.steps if search is not None else []) if s.e2e_p95_ms is not None]
-    if not steps:
-        return Cell(unit="ms", note="no step of the search was read", source=source), None
-    step = min(steps, key=lambda s: abs(math.log(s.rate / rate)))
-    note = f"the search's step at {step.rate:.4g}/s, its {step.duration_s - step.settle_s:g} s after the settle"
-    return Cell(value=step.e2e_p95_ms, unit="ms", note=note, source=source), step.rate
-
-
-def soak_memory(case: QueueCase | None, source: str) -> Cell:
-    """The task processes' memory growth over the soak, with its interval."""
-    if case is None or case.soak is None:
-        return Cell(unit="MB/h", note="; ".join(case.failures[:1]) if case is not None else "not run", source=source)
-    growth = case.soak.growth.get("tasks_mb")
-    if growth is None:
-        return Cell(unit="MB/h", note="too few points to fit", source=source)
-    fitted = growth.to_s - growth.from_s
-    note = (f"{growth.slope_per_h * fitted / 3600:+.1f} MB over {fitted:.0f} s at {case.soak.rate:.4g}/s, "
-            f"at {growth.level:.0f} MB")
-    if fitted < SHORT_SOAK_S:  # a first minute holds the warm-up: a slope there is no leak rate yet
-        note += "; a soak this short cannot tell warm-up from a leak (check with run --soak 30m)"
-    return Cell(value=growth.slope_per_h, low=growth.low_per_h, high=growth.high_per_h, unit="MB/h",
-                spread="95 % interval of the Theil-Sen slope", note=note, source=source)
 
 
 def fault_cell(case: QueueCase | None, fault: str, source: str) -> FaultCell:
