@@ -19,11 +19,13 @@ from taskbench.harness.load import files
 
 CASES = [
     # (soft, hard), users, driver processes, the API started too, what is said (a substring; None: nothing)
-    ((1024, 1024), 10_000, 1, True, "raise it with `ulimit -n 10064`"),
-    ((1024, 1024), 10_000, 4, True, "raise it with `ulimit -n 2564`"),
+    # the limit to set covers the reference API's connections too (every user's, in one process)
+    ((1024, 1024), 10_000, 1, True, "raise it with `ulimit -n 10256`"),
+    ((1024, 1024), 10_000, 4, True, "2564 open files in each of 4 driver process(es), and the limit is 1024 "
+                                    "(hard 1024): raise it with `ulimit -n 10256`"),
     ((1024, 1024), 10_000, 1, False, "--driver-processes 11"),  # the user's own service: spreading helps
     ((256, 256), 300, 1, False, "--driver-processes 2"),
-    ((1024, 1024), 1000, 1, True, "raise it with `ulimit -n 1064`"),
+    ((1024, 1024), 1000, 1, True, "raise it with `ulimit -n 1256`"),
 ]
 
 
@@ -79,7 +81,7 @@ def test_run_under_a_low_hard_limit_stops_before_anything_starts(tmp_path: Path,
                          capture_output=True, text=True, timeout=120, check=False,
                          preexec_fn=lambda: _limited(1024, 1024))
     assert out.returncode == 2, out.stderr
-    assert "--users 10000 needs about 10064 open files" in out.stderr and "ulimit -n 10064" in out.stderr
+    assert "--users 10000 needs about 10064 open files" in out.stderr and "ulimit -n 10256" in out.stderr
     assert "Traceback" not in out.stderr and not list(tmp_path.glob("*/result.json"))
 
 

@@ -51,9 +51,11 @@ def check_open_files(spec: LoadSpec, say: Say, *, api: bool = False) -> None:
         # more driver processes help a load on the user's service; the reference API needs the files anyway
         spread = (f", or spread the users over more driver processes (--driver-processes {processes})"
                   if not api and spec.processes < processes <= min(_most_driver_processes(), spec.users) else "")
+        # the reference API holds every user's connection in one process: the limit to set covers it too
+        wanted = max(need, spec.users + API_FILES) if api else need
         raise HarnessError(
             f"--users {spec.users} needs about {need} open files in each of {spec.processes} driver "
-            f"process(es), and the limit is {soft:.0f} (hard {hard:.0f}): raise it with `ulimit -n {need}` "
+            f"process(es), and the limit is {soft:.0f} (hard {hard:.0f}): raise it with `ulimit -n {wanted}` "
             f"(the hard limit: as root, or in /etc/security/limits.conf){spread}")
     if need > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
