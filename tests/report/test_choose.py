@@ -145,3 +145,20 @@ def test_the_record_survives_its_json() -> None:
     result = record()
     again = ChooseResult.model_validate(json.loads(result.model_dump_json()))
     assert again == result and recommend(again) == recommend(result)
+
+
+def test_the_kept_choose_runs_still_read_and_answer() -> None:
+    """docs/choose.md cites these runs: each still reads, and gives an answer from its own figures."""
+    from pathlib import Path
+
+    kept = sorted((Path(__file__).resolve().parents[2] / "docs" / "runs").glob("choose-*.json"))
+    runs = [ChooseResult.model_validate(json.loads(p.read_text())) for p in kept
+            if json.loads(p.read_text()).get("kind") == "choose"]
+    assert len(runs) >= 4, kept
+    for run in runs:
+        lines = recommend(run)
+        assert lines[0].startswith(f"for {run.constraints.workload} "), lines[0]
+        # a line per candidate, and one more when none meets the constraints (it names the closest)
+        assert len(lines) == len(run.candidates) + ("no backend meets" in lines[0]), lines
+        for c in run.candidates:
+            assert any(c.backend in line for line in lines), (c.backend, lines)
