@@ -63,9 +63,10 @@ def choose(
     output: Annotated[Path, typer.Option(
         rich_help_panel=RUN, help="folder for the choose run (with its runs' results)")] = Path("results"),
 ) -> None:
-    """Which backend, and how many workers, for your task at your rate with your guarantee: a screen of
-    every candidate, then the finalists through the HTTP API and under faults; one sentence, one page.
-    Exit 1 when a backend broke its own promise."""
+    """Which backend, and how many workers, for your task at your rate with your guarantee.
+
+    A screen of every candidate, then the finalists through the HTTP API and under faults: one sentence,
+    one page. Exit 1 when a backend broke its own promise."""
     import shlex
     import sys
 

@@ -163,8 +163,9 @@ def collect(
                                                "a file or - for standard input")],
     output: Annotated[Path, typer.Option(help="folder for results")] = Path("results"),
 ) -> None:
-    """Put a cluster run's result into results/<run>/ (result.json, report.html): report and compare read it
-    as any run's."""
+    """Put a cluster run's result into results/<run>/, which report and compare read as any run's.
+
+    The folder gets result.json and report.html."""
     import json
 
     from taskbench import inputs
