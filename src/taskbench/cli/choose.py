@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +19,9 @@ from taskbench.cli._common import (
     writable_folder,
 )
 from taskbench.units import Duration
+
+if TYPE_CHECKING:
+    from taskbench.results.choose import ChooseResult, Constraints
 
 TASK = "Your task and its constraints"
 RUN = "Candidates, budget and output"
@@ -123,14 +126,12 @@ def _candidates(backends: str | None, broker: str | None, **task: Any) -> tuple[
         fail(str(exc).strip("'\""))
 
 
-def _write(result: object, folder: Path, constraints: object = None) -> None:
-    """choose.json and choose.html in ``folder``, the answer on stdout; exit 1 on a broken promise."""
+def _write(result: ChooseResult, folder: Path, k: Constraints | None = None) -> None:
+    """choose.json and choose.html in ``folder``, the answer on stdout; exit 1 on a broken promise.
+    ``k``: other constraints than the run's (``--from``)."""
     from taskbench.files import write_atomic
     from taskbench.report.choose import render, terminal_lines
-    from taskbench.results.choose import ChooseResult, Constraints
 
-    assert isinstance(result, ChooseResult)
-    k = constraints if isinstance(constraints, Constraints) else None
     lines = terminal_lines(result, k)
     page = folder / "choose.html"
     try:

@@ -291,7 +291,7 @@ def drain_of(cfg: RunConfig, name: str, python: Path, redis: RunRedis, out: Path
             "--log-dir", str(out), "--workload", cfg.route_workload, "--workers", str(workers)]
     if cfg.user_task:
         template = out / f"payload-{run_id}.json"
-        template.write_text(json.dumps(cfg.payload_template()))
+        write_atomic(template, json.dumps(cfg.payload_template()))
         argv += ["--payload", str(template)]
     meta = backends.info(name)
     with case_broker(cfg, name, redis, out, say) as (broker_env, pids):
