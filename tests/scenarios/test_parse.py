@@ -39,7 +39,7 @@ def test_the_environment_parameters_name_every_pinned_environment() -> None:
 def test_every_shipped_scenario_loads() -> None:
     names = {p.stem for p in shipped()}
     assert names == {"background-impact", "backends", "backends-awaited", "backends-pinned", "endpoint-styles",
-                     "endpoint-styles-workers", "middleware", "servers-and-threads", "servers-and-threads-pinned", "celery-pools",
+                     "endpoint-styles-workers", "middleware", "middleware-pinned", "servers-and-threads", "servers-and-threads-pinned", "celery-pools",
                      "faults"}
     for path in shipped():
         scenario = load(path)
