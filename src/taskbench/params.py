@@ -219,7 +219,7 @@ SCHEMA: Final[tuple[Param, ...]] = (
     Param(name="versions", type=str, default="lock", choices=("lock", "article-000"),
           help="the libraries' versions: lock (the lock file's, current) or a seed's pinned set (pinned/<name>/: "
                "article-000 is seed 000's arq 0.25.0, saq 0.12.4, faststream 0.4.7 (faststream-pubsub) and celery "
-               "5.3.6 (--option celery.pool=prefork), for those backends only)",
+               "5.3.6 (--option celery.pool=prefork) behind its API's fastapi 0.108.0, for those backends only)",
           cli=True, kinds=_Q),
     Param(name="enqueue_timeout", type=float, default=5.0, bounds=(0.1, 600.0),
           help="seconds the API waits for the broker to take a task; past it the answer is 503, outcome unknown",
