@@ -1,5 +1,5 @@
 """docs/results.md's verdicts: every row of a verdict table carries one defined word, the counts under
-"Verdicts at a glance" are the counts of the tables (setup and addition rows not counted), and every
+the scoreboard are the counts of the tables (setup and addition rows not counted), and every
 article figure of a shipped scenario file is quoted in its seed's verdict tables."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "results.md"
 
-VERDICTS = ("confirmed", "partly", "refuted", "outdated", "not comparable", "untested")
+VERDICTS = ("confirmed", "partly", "refuted", "outdated", "not reproduced", "unsettled", "untested")
 NOT_COUNTED = ("setup", "addition")
 COUNT_COLUMNS = ("claims", *VERDICTS, "not counted")
 
@@ -86,7 +86,7 @@ def verdict_tables(text: str) -> list[VerdictTable]:
 
 def counts_table(text: str) -> list[tuple[str, dict[str, int]]]:
     lines = text.splitlines()
-    start = lines.index("## Verdicts at a glance")
+    start = lines.index("## Scoreboard")
     header_at = next(i for i in range(start, len(lines)) if lines[i].startswith(COUNTS_TABLE))
     assert tuple(cells(lines[header_at])[1:]) == COUNT_COLUMNS, cells(lines[header_at])
     out = []
@@ -102,7 +102,8 @@ def text() -> str:
 
 
 def test_every_verdict_word_is_defined_at_the_top(text: str) -> None:
-    top = text[text.index("## What a verdict means") : text.index("## Verdicts at a glance")]
+    start = text.index("## How a verdict is given")
+    top = text[start : text.index("\n## ", start + 1)]
     for word in (*VERDICTS, *NOT_COUNTED):
         assert f"- **{word}**" in top or f"**{word}** (" in top, word
 
@@ -114,7 +115,7 @@ def test_every_row_of_every_verdict_table_has_one_defined_word(text: str) -> Non
         assert table.rows, table.heading
         ids = [row_id for row_id, _ in table.rows]
         assert len(ids) == len(set(ids)), f"{table.heading}: a row number twice: {ids}"
-        assert all(re.fullmatch(r"\d+[a-z]?", i) for i in ids), ids
+        assert all(re.fullmatch(r"\d{3}-(?:T\d+-|B)?\d+[a-z]?", i) for i in ids), ids
 
 
 def test_the_counts_at_the_top_are_the_counts_of_the_tables(text: str) -> None:
@@ -145,7 +146,8 @@ def test_setup_and_addition_rows_are_not_counted_as_claims(text: str) -> None:
 
 
 def test_the_parser_reads_a_verdict_cell_as_the_doc_writes_it() -> None:
-    assert verdict_word("not comparable: ARQ ran at concurrency 10") == "not comparable"
+    assert verdict_word("not reproduced: the API ran fastapi 0.165") == "not reproduced"
+    assert verdict_word("unsettled: the ranges overlap") == "unsettled"
     assert verdict_word("confirmed; 3 runs (*#15*)") == "confirmed"
     assert verdict_word("setup (the figures of 2)") == "setup"
     assert verdict_word("untested") == "untested"

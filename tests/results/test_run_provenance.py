@@ -5,7 +5,7 @@ or a ``parity.json``). A line of the doc that says a table is "rendered from `do
 followed by a table every line of which is a line of what ``taskbench report NAME.json --format
 markdown`` (or ``taskbench parity --from NAME.json``) prints today; a verdict row whose case cell names
 such a file in a part of its "ours" cell (the cell split at "; ") has every figure of that part in that
-file (as rendered, or as a value the file holds, rounded); and every file in ``docs/runs/`` is cited (by this doc or another page of docs/).
+file (as rendered, or as a value the file holds, rounded); and every file in ``docs/runs/`` is cited (by this doc or another page of docs/, its details pages in docs/claims/ too).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def test_every_kept_run_is_cited_and_every_cited_run_is_kept(text: str) -> None:
     kept = {f"docs/runs/{p.name}" for p in RUNS.glob("*.json")}
     cited = set(CITED.findall(text))
     # another page may keep its evidence there too (docs/choose.md its choose runs)
-    anywhere = cited.union(*(CITED.findall(page.read_text(encoding="utf-8")) for page in DOC.parent.glob("*.md")))
+    anywhere = cited.union(*(CITED.findall(page.read_text(encoding="utf-8")) for page in DOC.parent.rglob("*.md")))
     assert kept, "docs/runs/ holds the result files the doc quotes"
     assert not cited - kept, f"cited but not in docs/runs/: {sorted(cited - kept)}"
     assert not kept - anywhere, f"kept but never cited by a page of docs/: {sorted(kept - anywhere)}"
