@@ -343,6 +343,9 @@ def test_cli_lists_and_rejects(tmp_path: Path, cli: Cli) -> None:
     out = cli("run", "--scenario", "backends", "--profile", "huge")
     assert_one_line_error(out, "no profile 'huge'; defined: article")
     assert_one_line_error(cli("run", "--profile", "article"), "--profile applies to a scenario")
+    # an option the scenario's cases set is refused, not silently dropped
+    out = cli("run", "--scenario", "backends", "--requests", "100000", "--redis-fsync", "none")
+    assert_one_line_error(out, "--redis-fsync, --requests would be ignored")
     out = cli("scenarios", "--parameters")
     assert out.exit_code == 0, out.exception
     for kind in ("queue", "http", "celery"):

@@ -51,6 +51,10 @@ def run(**given: Any) -> None:
         fail("--worker-cmd, --api-cmd, --worker-pid, --allow-fault-on-target and --no-id-header apply to "
              "--target: give --target URL as well")
     if a.scenario is not None:
+        ignored = ignored_by_scenario(given)
+        if ignored:
+            fail(f"--scenario runs the cases its file sets, so {', '.join(ignored)} would be ignored: set them in a "
+                 "copy of the file (`taskbench scenarios` names the files), or pick one of its --profile tables")
         run_scenario(a.scenario, a.cases, a.output, a.redis_url, a.profile)
         return
     if a.profile is not None:
@@ -148,6 +152,16 @@ def _at_sustainable_rate(config: RunConfig, console: Console) -> RunConfig:
         fail(str(exc))
     except KeyboardInterrupt:
         fail(INTERRUPTED, code=130)
+
+
+#: the options a scenario run reads; every other one is its file's to set, per case
+SCENARIO_OPTIONS = frozenset({"scenario", "cases", "profile", "output", "redis_url"})
+
+
+def ignored_by_scenario(given: dict[str, Any]) -> list[str]:
+    """The options given away from their defaults that a scenario run would not read, as flags."""
+    return sorted(f"--{name.replace('_', '-')}" for name, param in SIGNATURE.parameters.items()
+                  if name not in SCENARIO_OPTIONS and name in given and given[name] != param.default)
 
 
 def run_scenario(name: str, cases: str | None, output: Path, redis_url: str | None,

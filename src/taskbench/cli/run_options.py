@@ -140,7 +140,8 @@ _OPTIONS: tuple[inspect.Parameter, ...] = (
     _own("first_execution", float, 10.0, TARGET, **Duration(0, 600).settings(),
          help="stop the load when no execution reached the ledger within this many seconds"),
     _own("scenario", str | None, None, SCENARIO, "--scenario", "-s",
-         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options"),
+         help="run a scenario (a name from `taskbench scenarios`, or a .toml path) instead of the options; its "
+              "file sets each case, so another option of run given with it is refused"),
     _own("cases", str | None, None, SCENARIO,
          help="with --scenario: only these cases: numbers, ranges or label words, e.g. 0,3,7-13,restart-broker"),
     _schema("profile", SCENARIO),
