@@ -79,7 +79,7 @@ def uncited(cell: str) -> list[str]:
 
 
 def test_every_verdict_table_has_the_columns(text: str) -> None:
-    for seed, heading, header, _ in verdict_table_rows(text):
+    for _seed, heading, header, _ in verdict_table_rows(text):
         assert header == HEADER, f"{heading}: {header}"
 
 
