@@ -24,7 +24,7 @@ LEFT_OUT: set[str] = set()
 
 
 def _docs() -> list[Path]:
-    found = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    found = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     return [path for path in found if path.is_file() and _name(path) not in LEFT_OUT]
 
 
