@@ -240,6 +240,8 @@ def runs_row(path: Path) -> str:
         machine = f"{info.get('cpu_model', '?')}, {ms:.0f} ms" if ms else info.get("cpu_model", "?")
         redis = data.get("redis") or {}
         broker = f"{redis['mode']} Redis, fsync {redis['broker_fsync']}" if redis.get("broker_fsync") else "–"
+        if data.get("cases") and all(c.get("backend") == "background" for c in data["cases"]):
+            broker = "none: BackgroundTasks"  # its io tasks call the ledger's Redis, which keeps nothing
         versions = sorted({env["packages"]["fastapi"] for env in (data.get("environments") or {}).values()
                            if "fastapi" in env.get("packages", {})})
         api = ", ".join(versions) or "–"
