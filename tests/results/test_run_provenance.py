@@ -23,7 +23,7 @@ from tests.results.test_results_doc import DOC, verdict_table_rows
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "docs" / "runs"
 CITED = re.compile(r"`(docs/runs/[\w.+-]+\.json)`")
-RENDERED = re.compile(r"rendered from `(docs/runs/[\w.+-]+\.json)`")
+RENDERED = re.compile(r"rendered from `(docs/runs/[\w.+-]+\.json)`", re.IGNORECASE)
 NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?")
 
