@@ -261,9 +261,10 @@ SCHEMA: Final[tuple[Param, ...]] = (
     Param(name="server_workers", type=int, default=1, bounds=(1, 64), help="server worker processes", kinds=_H),
     Param(name="worker_class", type=str, default="uvloop", choices=("asyncio", "uvloop", "trio"),
           help="event loop (hypercorn's -k)", kinds=_H),
-    Param(name="environment", type=str, default="servers", choices=("servers", "article-004"),
+    Param(name="environment", type=str, default="servers", choices=("servers", "article-000", "article-004"),
           help="the server's libraries: servers (the lock's current versions) or a pinned set of an article's "
-               "(pinned/<name>/: article-004 is seed 004's fastapi 0.94.1 on AnyIO 3.6.2)", kinds=_H),
+               "(pinned/<name>/: article-000 has seed 000's fastapi 0.108.0 on AnyIO 4.3.0, article-004 seed "
+               "004's fastapi 0.94.1 on AnyIO 3.6.2)", kinds=_H),
     # -- every scenario kind --
     Param(name="label", type=str, help=_LABEL, kinds=KINDS),
     Param(name="repeat", type=int, default=1, bounds=(1, 20), help=_REPEAT, kinds=KINDS),

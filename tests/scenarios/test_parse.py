@@ -27,7 +27,8 @@ def test_the_environment_parameters_name_every_pinned_environment() -> None:
 
     servers = tuple(name for name in pinned_names() if not pinned_backends(name))
     queues = tuple(name for name in pinned_names() if pinned_backends(name))
-    assert params.get("environment", "http").choices == ("servers", *servers)
+    # a queue set holds FastAPI too, so an HTTP case may run its server there (article-000's fastapi 0.108.0)
+    assert params.get("environment", "http").choices == ("servers", *sorted((*servers, *queues)))
     assert params.get("versions", "queue").choices == ("lock", *queues)
     assert "article-004" in servers
     assert pinned_backends("article-000") == ("arq", "saq", "faststream-pubsub", "celery")
