@@ -36,6 +36,8 @@ def rendered(path: Path) -> str:
         from taskbench.report.parity import markdown as parity_markdown
 
         return parity_markdown(data)
+    if data.get("kind") == "run":  # a plain `run` has no markdown table: its figures are the values it holds
+        return ""
     from taskbench.report import scenario
     from taskbench.results import load
 
