@@ -48,7 +48,7 @@ def text() -> str:
 
 def rows(text: str) -> list[tuple[str, dict[str, str]]]:
     """Each verdict row as (its seed, {column: cell})."""
-    out = []
+    out: list[tuple[str, dict[str, str]]] = []
     for seed, _, header, table in verdict_table_rows(text):
         out.extend((seed, dict(zip(header, row, strict=True))) for row in table)
     return out
@@ -264,6 +264,23 @@ def test_the_runs_table_is_what_the_kept_files_say(text: str) -> None:
     start = lines.index(RUNS_HEADER)
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     assert lines[start:end] == expected, "the runs table should read:\n" + "\n".join(expected)
+
+
+
+def test_every_practical_rule_rests_on_settled_rows(text: str) -> None:
+    """A rule for the reader's service links to rows that decide something, never to an unsettled one."""
+    start = text.index("## What this means for your FastAPI service")
+    section = text[start : text.index("\n## ", start + 1)]
+    verdicts = {row["#"]: verdict_word(row["verdict"]) for _, row in rows(text)}
+    rules = [line for line in section.splitlines() if line.startswith("- **")]
+    assert rules, "the section lists its rules"
+    for rule in rules:
+        linked = re.findall(r"\[([\w-]+)\]\(claims/[\w.-]+\.md#[\w-]+\)", rule)
+        assert linked, f"a rule with no row behind it: {rule[:80]!r}"
+        for claim in linked:
+            assert claim in verdicts, f"{claim}: no such row"
+            assert verdicts[claim] in ("confirmed", "partly", "refuted", "outdated"), \
+                f"a rule rests on {claim}, which is {verdicts[claim]}"
 
 
 if __name__ == "__main__":  # print the runs table to paste: python -m tests.results.test_verdict_rules
