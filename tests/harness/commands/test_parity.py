@@ -117,7 +117,9 @@ def test_ledger_none_runs_the_script_alone(tmp_path: Path) -> None:
 
     result = run_parity([source("saq")], rounds=1, output=tmp_path, libraries=["saq"], tasks=200, ledger=(),
                         timeout=300, say=lambda _: None)
-    assert [(r["library"], r["kind"], r["executed"]) for r in result["rows"]] == [("saq", "script", 200)]
+    assert [(r["library"], r["kind"]) for r in result["rows"]] == [("saq", "script")]
+    # every task ran; SAQ's own shape is at-least-once (its sweep may run a job again on a loaded machine)
+    assert result["rows"][0]["executed"] >= 200, result["rows"][0]
     assert result["rows"][0]["enqueue_s"] > 0 and result["rows"][0]["drain_s"] > 0
 
 
